@@ -1,0 +1,187 @@
+"""The save gate: decide what happens to a long-term candidate (memory-model.md, "The save gate").
+
+Pure: the caller hands in the candidate's embedding, the memories placed in this turn's
+context and the candidate's nearest stored neighbours; the store applies the decision.
+
+Order of the rules, and why:
+
+1. empty content, low importance or low confidence → ``reject`` (limbic's gate);
+2. an explicit ``supersedes`` that names a stored memory → ``supersede <id>``. This runs
+   before the echo and duplicate rules on purpose: "moved to Hangzhou" is usually within
+   cosine 0.9 of the "lives in Guangzhou" it replaces, and reinforcing the old fact would
+   be exactly wrong;
+3. within ``echo_cosine`` of a memory recalled this turn → ``reinforce <id>`` (the
+   re-extraction feedback loop);
+4. within ``duplicate_cosine`` of a stored neighbour → ``reinforce <id>``;
+5. otherwise ``write``.
+
+Failure policy: a missing or unusable embedding never rejects a candidate; the vector
+rules then fall back to comparing normalised text, so an embedder outage costs
+deduplication precision, not the memory.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+from backend.memory.keywords import extract_keywords
+from backend.memory.scoring import cosine
+from backend.memory.types import Candidate, GatePolicy, Memory
+
+Action = Literal["write", "reinforce", "supersede", "reject"]
+
+# A ``supersedes`` given as text must share at least this keyword Jaccard with the stored
+# fact it names; below it we would rather write the new fact than hide the wrong old one.
+SUPERSEDE_TEXT_MIN_JACCARD = 0.5
+# A "supersede" whose new text is essentially the old text is a re-extraction, not an update.
+SAME_FACT_COSINE = 0.99
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    """What to do with a candidate. ``target_id`` names the memory reinforced or superseded."""
+
+    action: Action
+    target_id: str | None = None
+    reason: str = ""
+    similarity: float | None = None
+
+
+def _normalise_text(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return re.sub(r"[\W_]+", " ", text).strip()
+
+
+def _similarity(
+    vector: np.ndarray | None, content: str, memory: Memory
+) -> tuple[float | None, bool]:
+    """(cosine or None when MISSING, whether the normalised texts are identical)."""
+    return cosine(vector, memory.embedding), _normalise_text(content) == _normalise_text(
+        memory.content
+    )
+
+
+def _closest(
+    vector: np.ndarray | None, content: str, memories: Sequence[Memory], threshold: float
+) -> tuple[Memory, float | None] | None:
+    """The most similar live memory at or above ``threshold`` (identical text always counts)."""
+    best: tuple[Memory, float | None] | None = None
+    best_sim = -np.inf
+    for memory in memories:
+        if memory.is_superseded:
+            continue
+        sim, same_text = _similarity(vector, content, memory)
+        effective = 1.0 if same_text else sim
+        if effective is None or effective < threshold:
+            continue
+        # Highest similarity wins; ties go to the lowest id so the decision is deterministic.
+        if effective > best_sim or (
+            effective == best_sim and best is not None and memory.id < best[0].id
+        ):
+            best, best_sim = (memory, sim), effective
+    return best
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def find_superseded(
+    candidate: Candidate, memories: Sequence[Memory]
+) -> tuple[Memory, str] | None:
+    """The live memory that ``candidate.supersedes`` names, by id or by text, with how it matched."""
+    ref = (candidate.supersedes or "").strip()
+    if not ref:
+        return None
+    live = [m for m in memories if not m.is_superseded]
+    for memory in live:
+        if memory.id == ref:
+            return memory, "id"
+    ref_norm = _normalise_text(ref)
+    for memory in live:
+        if _normalise_text(memory.content) == ref_norm:
+            return memory, "text"
+    ref_keywords = set(extract_keywords(ref))
+    best: Memory | None = None
+    best_score = SUPERSEDE_TEXT_MIN_JACCARD
+    for memory in sorted(live, key=lambda m: m.id):
+        score = _jaccard(ref_keywords, set(extract_keywords(memory.content)) | set(memory.keywords))
+        if score > best_score or (score == best_score and best is None):
+            best, best_score = memory, score
+    return (best, f"keywords {best_score:.2f}") if best is not None else None
+
+
+def decide(
+    candidate: Candidate,
+    vector: np.ndarray | None,
+    *,
+    recalled: Sequence[Memory] = (),
+    neighbours: Sequence[Memory] = (),
+    policy: GatePolicy = GatePolicy(),
+) -> GateDecision:
+    """Apply the save gate to one candidate (see the module docstring for the rule order).
+
+    ``recalled`` are the memories placed in this turn's context; ``neighbours`` the
+    candidate's nearest stored memories in the namespace (both with embeddings where they
+    have them). Never raises on odd input: an empty or below-threshold candidate is a
+    ``reject`` with its reason.
+    """
+    if not candidate.content.strip():
+        return GateDecision("reject", reason="empty content")
+    if candidate.importance < policy.min_importance:
+        return GateDecision(
+            "reject",
+            reason=f"importance {candidate.importance:.2f} < {policy.min_importance:.2f}",
+        )
+    if candidate.confidence < policy.min_confidence:
+        return GateDecision(
+            "reject",
+            reason=f"confidence {candidate.confidence:.2f} < {policy.min_confidence:.2f}",
+        )
+
+    superseded = find_superseded(candidate, [*recalled, *neighbours])
+    if superseded is not None:
+        old, how = superseded
+        sim, same_text = _similarity(vector, candidate.content, old)
+        if same_text or (sim is not None and sim >= SAME_FACT_COSINE):
+            return GateDecision(
+                "reinforce", old.id, reason="restates the fact it claims to update", similarity=sim
+            )
+        return GateDecision("supersede", old.id, reason=f"updates {old.id} ({how})", similarity=sim)
+
+    echo = _closest(vector, candidate.content, recalled, policy.echo_cosine)
+    if echo is not None:
+        return GateDecision(
+            "reinforce", echo[0].id, reason="echo of a memory recalled this turn", similarity=echo[1]
+        )
+
+    duplicate = _closest(vector, candidate.content, neighbours, policy.duplicate_cosine)
+    if duplicate is not None:
+        return GateDecision(
+            "reinforce", duplicate[0].id, reason="near-duplicate of a stored memory",
+            similarity=duplicate[1],
+        )
+    return GateDecision("write", reason="new fact")
+
+
+def reinforce(memory: Memory, now: datetime, *, importance: float | None = None) -> Memory:
+    """The memory after one more use: access count + 1, last access now, importance = max."""
+    new_importance = memory.importance if importance is None else max(memory.importance, importance)
+    return replace(
+        memory,
+        access_count=memory.access_count + 1,
+        last_accessed=now,
+        importance=new_importance,
+    )
+
+
+def link_supersession(old: Memory, new: Memory) -> tuple[Memory, Memory]:
+    """Link a version chain both ways: ``old.superseded_by = new.id``, ``new.supersedes = old.id``."""
+    return replace(old, superseded_by=new.id), replace(new, supersedes=old.id)

@@ -1,0 +1,110 @@
+"""Activation over rows already read: score a pool → GIST → fill → score order.
+
+memory-model.md, "Retrieval (activation)", steps 2-5. The store is responsible for
+step 1 (the candidate pool); this module never does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from backend.memory.gist import GistResult, distance_matrix, gist_select
+from backend.memory.scoring import score_pool
+from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """The activated memories in score order, plus how they were chosen.
+
+    ``gist`` is the GIST result over the rows with vectors (``None`` when GIST did not
+    run); ``degraded`` says why the result fell back to plain top-k, if it did.
+    """
+
+    items: tuple[ScoredMemory, ...]
+    gist: GistResult | None = None
+    degraded: str | None = None
+
+
+def _usable_vector(memory: Memory) -> np.ndarray | None:
+    vector = memory.embedding
+    if vector is None:
+        return None
+    array = np.asarray(vector, dtype=np.float32)
+    if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)):
+        return None
+    return array if float(np.dot(array, array)) > 0.0 else None
+
+
+def diversify(
+    ranked: Sequence[ScoredMemory], *, k: int, lam: float, eps: float = 0.1
+) -> Retrieval:
+    """GIST over the ranked rows that have vectors, then fill up to ``k`` preserving spread.
+
+    Diversity changes membership, never order: the result keeps ``ranked``'s order. A row
+    without a vector is always admitted by the fill. The result may hold fewer than ``k``
+    rows. Failure policy: ragged dimensions, fewer than two vectors or any GIST error
+    degrade to plain top-k (``degraded`` says why); this function never raises for data.
+    """
+    if k <= 0 or not ranked:
+        return Retrieval(items=())
+    vectors = [_usable_vector(item.memory) for item in ranked]
+    with_vector = [i for i, v in enumerate(vectors) if v is not None]
+    if len(with_vector) < 2:
+        return Retrieval(items=tuple(ranked[:k]), degraded="fewer than 2 vectors")
+    if len({vectors[i].shape[0] for i in with_vector}) != 1:  # type: ignore[union-attr]
+        return Retrieval(items=tuple(ranked[:k]), degraded="ragged vector dimensions")
+
+    matrix = np.stack([vectors[i] for i in with_vector])  # type: ignore[misc]
+    weights = np.array([max(0.0, ranked[i].score.final) for i in with_vector], dtype=np.float64)
+    try:
+        distances = distance_matrix(matrix, "cosine")
+        result = gist_select(
+            matrix, weights, k=k, lam=lam, eps=eps, metric="cosine", distances=distances
+        )
+    except (ValueError, FloatingPointError) as exc:
+        return Retrieval(items=tuple(ranked[:k]), degraded=f"gist failed: {exc}")
+
+    # Row position in ``ranked`` → row position in ``matrix``.
+    matrix_row = {pool_index: row for row, pool_index in enumerate(with_vector)}
+    chosen_rows = [with_vector[r] for r in result.selected]
+    chosen = set(chosen_rows)
+    chosen_matrix_rows = list(result.selected)
+    for index in range(len(ranked)):
+        if len(chosen) >= k:
+            break
+        if index in chosen:
+            continue
+        row = matrix_row.get(index)
+        if row is not None:
+            if np.any(distances[row, chosen_matrix_rows] < np.float32(result.div)):
+                continue
+            chosen_matrix_rows.append(row)
+        chosen.add(index)
+    return Retrieval(items=tuple(ranked[i] for i in sorted(chosen)), gist=result)
+
+
+def retrieve(
+    pool: Sequence[Memory],
+    *,
+    now: datetime,
+    query_text: str,
+    query_vector: np.ndarray | None,
+    target_emotion: str | None,
+    policy: RetrievalPolicy = RetrievalPolicy(),
+) -> Retrieval:
+    """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order."""
+    live = [memory for memory in pool if not memory.is_superseded]
+    ranked = score_pool(
+        live,
+        now=now,
+        query_text=query_text,
+        query_vector=query_vector,
+        target_emotion=target_emotion,
+        weights=policy.weights,
+    )
+    return diversify(ranked, k=policy.k, lam=policy.lam, eps=policy.eps)

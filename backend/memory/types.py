@@ -1,0 +1,180 @@
+"""Value types of the pure memory engine.
+
+Frozen dataclasses only: the engine never mutates a memory, it returns new ones
+(``dataclasses.replace``). Pydantic lives at the boundaries (config, HTTP, LLM JSON),
+not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+# The categories the spec names; any other string is scored/decayed as ``general``.
+CATEGORIES: tuple[str, ...] = (
+    "personal_fact",
+    "preference",
+    "relationship",
+    "experience",
+    "emotion",
+    "interest",
+    "work",
+    "health",
+    "general",
+)
+
+Subject = Literal["user", "persona"]
+
+
+def normalise_category(category: str | None) -> str:
+    """Known categories pass through (lower-cased); anything else is ``general``."""
+    value = (category or "").strip().lower()
+    return value if value in CATEGORIES else "general"
+
+
+def normalise_subject(subject: str | None) -> Subject:
+    """``persona`` for facts about the companion (``assistant`` is a synonym), else ``user``."""
+    value = (subject or "").strip().lower()
+    return "persona" if value in ("persona", "assistant") else "user"
+
+
+def clamp01(x: float) -> float:
+    """Clamp to [0, 1]; NaN becomes 0 (a bad number never raises a score)."""
+    if x != x:  # NaN
+        return 0.0
+    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """Who owns a memory: one (user, persona) pair. Retrieval never crosses namespaces."""
+
+    user_id: str
+    persona_id: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.user_id}::{self.persona_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Emotion:
+    """An emotion label with an intensity in [0, 1]."""
+
+    label: str
+    intensity: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.label.strip().lower())
+        object.__setattr__(self, "intensity", clamp01(self.intensity))
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One long-term memory: a standalone sentence plus metadata (memory-model.md, "A memory").
+
+    ``embedding`` is ``None`` when the memory has no vector yet; it is never a zero vector.
+    Timestamps are timezone-aware UTC.
+    """
+
+    id: str
+    content: str
+    category: str
+    importance: float
+    created_at: datetime
+    last_accessed: datetime
+    confidence: float = 1.0
+    emotion: Emotion | None = None
+    keywords: tuple[str, ...] = ()
+    subject: Subject = "user"
+    access_count: int = 0
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    pinned: bool = False
+    source_session: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "importance", clamp01(self.importance))
+        object.__setattr__(self, "confidence", clamp01(self.confidence))
+        object.__setattr__(self, "keywords", tuple(k.lower() for k in self.keywords))
+
+    @property
+    def is_superseded(self) -> bool:
+        return self.superseded_by is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A long-term memory proposed by the hippocampus, before the save gate."""
+
+    content: str
+    category: str = "general"
+    importance: float = 0.5
+    confidence: float = 0.5
+    subject: Subject = "user"
+    keywords: tuple[str, ...] = ()
+    emotion: Emotion | None = None
+    # Text or id of the older fact this one updates, as the hippocampus wrote it.
+    supersedes: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "category", normalise_category(self.category))
+        object.__setattr__(self, "importance", clamp01(self.importance))
+        object.__setattr__(self, "confidence", clamp01(self.confidence))
+        object.__setattr__(self, "keywords", tuple(k.lower() for k in self.keywords))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreWeights:
+    """Channel weights of the score. Defaults are limbic's (golden-scoring.json, ``weights``)."""
+
+    recency: float = 0.25
+    importance: float = 0.35
+    relevance: float = 0.25
+    emotion: float = 0.15
+    base: float = 0.70
+    cosine: float = 0.30
+    recency_half_life_days: float = 7.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBreakdown:
+    """Every channel of one memory's score; ``cosine`` is ``None`` when MISSING, never 0."""
+
+    recency: float
+    importance: float
+    relevance: float
+    emotion: float
+    cosine: float | None
+    base: float
+    final: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    memory: Memory
+    score: ScoreBreakdown
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalPolicy:
+    """How activation picks memories. ``lam``/``eps`` are GIST's (memory-model.md, Retrieval)."""
+
+    k: int = 8
+    lam: float = 0.5
+    eps: float = 0.1
+    weights: ScoreWeights = ScoreWeights()
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """Save-gate thresholds (memory-model.md, "The save gate")."""
+
+    min_importance: float = 0.4  # limbic's gate
+    min_confidence: float = 0.6  # limbic's gate
+    echo_cosine: float = 0.9  # re-extraction of a fact recalled this turn
+    duplicate_cosine: float = 0.92  # near-duplicate of a stored memory (configurable)

@@ -1,0 +1,38 @@
+"""Shared test helpers: where the golden fixtures and the eval corpus live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+def _require_shared() -> bool:
+    # .ci/run sets this so that missing data fails the run instead of silently skipping.
+    return os.environ.get("LIMBIC_REQUIRE_FIXTURES", "") not in ("", "0", "false")
+
+
+def _locate(env_var: str, default: Path, what: str) -> Path:
+    path = Path(os.environ.get(env_var) or default)
+    if not path.is_dir():
+        message = f"{what} not found at {path} (set {env_var} to point elsewhere)"
+        if _require_shared():
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """``../shared/fixtures/limbic`` (override with ``LIMBIC_FIXTURES_DIR``)."""
+    return _locate("LIMBIC_FIXTURES_DIR", SHARED / "fixtures" / "limbic", "golden fixtures")
+
+
+@pytest.fixture(scope="session")
+def eval_dir() -> Path:
+    """``../shared/eval`` (override with ``LIMBIC_EVAL_DIR``)."""
+    return _locate("LIMBIC_EVAL_DIR", SHARED / "eval", "eval corpus")
