@@ -93,10 +93,8 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def find_superseded(
-    candidate: Candidate, memories: Sequence[Memory]
-) -> tuple[Memory, str] | None:
-    """The live memory that ``candidate.supersedes`` names, by id or by text, with how it matched."""
+def find_superseded(candidate: Candidate, memories: Sequence[Memory]) -> tuple[Memory, str] | None:
+    """The live memory ``candidate.supersedes`` names (by id or text), and how it matched."""
     ref = (candidate.supersedes or "").strip()
     if not ref:
         return None
@@ -159,13 +157,18 @@ def decide(
     echo = _closest(vector, candidate.content, recalled, policy.echo_cosine)
     if echo is not None:
         return GateDecision(
-            "reinforce", echo[0].id, reason="echo of a memory recalled this turn", similarity=echo[1]
+            "reinforce",
+            echo[0].id,
+            reason="echo of a memory recalled this turn",
+            similarity=echo[1],
         )
 
     duplicate = _closest(vector, candidate.content, neighbours, policy.duplicate_cosine)
     if duplicate is not None:
         return GateDecision(
-            "reinforce", duplicate[0].id, reason="near-duplicate of a stored memory",
+            "reinforce",
+            duplicate[0].id,
+            reason="near-duplicate of a stored memory",
             similarity=duplicate[1],
         )
     return GateDecision("write", reason="new fact")
@@ -183,5 +186,5 @@ def reinforce(memory: Memory, now: datetime, *, importance: float | None = None)
 
 
 def link_supersession(old: Memory, new: Memory) -> tuple[Memory, Memory]:
-    """Link a version chain both ways: ``old.superseded_by = new.id``, ``new.supersedes = old.id``."""
+    """Link a version chain both ways: old.superseded_by = new.id, new.supersedes = old.id."""
     return replace(old, superseded_by=new.id), replace(new, supersedes=old.id)

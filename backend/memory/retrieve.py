@@ -40,9 +40,7 @@ def _usable_vector(memory: Memory) -> np.ndarray | None:
     return array if float(np.dot(array, array)) > 0.0 else None
 
 
-def diversify(
-    ranked: Sequence[ScoredMemory], *, k: int, lam: float, eps: float = 0.1
-) -> Retrieval:
+def diversify(ranked: Sequence[ScoredMemory], *, k: int, lam: float, eps: float = 0.1) -> Retrieval:
     """GIST over the ranked rows that have vectors, then fill up to ``k`` preserving spread.
 
     Diversity changes membership, never order: the result keeps ``ranked``'s order. A row

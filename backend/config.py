@@ -1,0 +1,603 @@
+"""``config.json`` + environment overrides → typed, validated ``Settings``.
+
+Nothing is read at import time: ``load_settings()`` is called once at start and the result
+is handed down. Precedence, highest first: environment > ``config.json`` > defaults.
+A missing ``config.json`` means all defaults (embedded, offline models).
+
+Environment (``docs/configuration.md`` has the full table):
+
+- ``LM_CONFIG`` — the config file when ``load_settings`` is given no path;
+- ``LM__SECTION__KEY=value`` — any key, e.g. ``LM__MEMORY__WEIGHTS__RECENCY=0.3``
+  (a value starting with ``{`` or ``[`` is read as JSON, anything else as text);
+- named overrides, applied after the generic ones: ``LM_HOST``, ``LM_PORT``,
+  ``LM_DATA_DIR``, ``LM_CHROMA_URL``, ``LM_API_KEYS="key1:alice,key2:bob"`` (merged into
+  ``server.api_keys``), ``LM_CHAT_API_KEY`` / ``LM_HIPPOCAMPUS_API_KEY`` /
+  ``LM_EMBEDDING_API_KEY`` (for ``openai`` roles; ignored for embedded ones);
+- ``OPENAI_API_KEY`` — fallback key for an ``openai`` role that has none.
+
+Failure policy: bad configuration fails at start. Every problem raises ``ConfigError``,
+whose message has one line per problem naming where it came from, the key path and
+what is wrong. Secrets (``SecretStr``; ``server.api_keys``) never appear in reprs or
+errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hmac
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
+
+import annotated_types
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from backend.memory.types import GatePolicy, RetrievalPolicy, ScoreWeights
+
+logger = logging.getLogger(__name__)
+
+ROLES = ("chat", "hippocampus", "embedding")
+PROVIDERS = ("embedded", "openai")
+PERSONA_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+_DEFAULTS = ScoreWeights()
+_GATE = GatePolicy()
+_FLOAT32_EPS = 1.1920929e-07  # GIST's lower bound for eps (memory-model.md)
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; ``problems`` holds one readable line per problem."""
+
+    def __init__(self, problems: list[str] | tuple[str, ...]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+def _zero_is_unset(value: Any) -> Any:
+    return None if value == 0 or value == "" else value
+
+
+def _check_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http(s) URL such as http://localhost:8000/v1")
+    return value.strip().rstrip("/")
+
+
+def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
+    """Relative paths are relative to the config file's directory (``base_dir``)."""
+    if value is None:
+        return None
+    return (Path((info.context or {}).get("base_dir", ".")) / value.expanduser()).resolve()
+
+
+# ---- model roles ------------------------------------------------------------------------
+
+
+class _Embedded(_Section):
+    provider: Literal["embedded"] = "embedded"
+
+
+class EmbeddedChat(_Embedded):
+    """The offline llama.cpp model."""
+
+    model_path: Path | None = None  # a GGUF file; None: the one install.sh fetched
+
+    _path = field_validator("model_path")(_resolve_path)
+    n_ctx: int = Field(4096, ge=256, le=1_048_576)
+    n_threads: int | None = Field(None, ge=1, le=512)  # None: llama.cpp decides
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int | None = Field(512, ge=1)
+    repeat_penalty: float = Field(1.1, ge=0.5, le=2)
+
+    _unset = field_validator("max_tokens", "n_threads", mode="before")(_zero_is_unset)
+
+
+class EmbeddedHippocampus(EmbeddedChat):
+    temperature: float = Field(0.2, ge=0, le=2)  # extraction, not prose
+    max_tokens: int | None = Field(1024, ge=1)
+    repeat_penalty: float = Field(1.2, ge=0.5, le=2)  # small models loop on JSON lists
+
+
+class EmbeddedEmbedding(_Embedded):
+    threads: int | None = Field(None, ge=1, le=512)  # None: onnxruntime decides
+
+    _unset = field_validator("threads", mode="before")(_zero_is_unset)
+
+
+class _Remote(_Section):
+    """Any OpenAI-compatible server: OpenAI, DashScope, Ollama, vLLM, LM Studio, llama.cpp."""
+
+    provider: Literal["openai"] = "openai"
+    base_url: str = "https://api.openai.com/v1"
+    api_key: SecretStr | None = None
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    model: str = Field(min_length=1)
+    timeout: float = Field(60.0, gt=0, le=3600)  # seconds per request
+    max_retries: int = Field(2, ge=0, le=10)
+
+    _url = field_validator("base_url")(_check_url)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> _Remote:
+        if self.api_key is not None and self.api_key_env is not None:
+            raise ValueError("give api_key or api_key_env, not both")
+        return self
+
+    def api_key_value(self) -> str | None:
+        """The key to send, or None (a local server that needs none)."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
+
+class OpenAIChat(_Remote):
+    temperature: float | None = Field(0.7, ge=0, le=2)  # None: the server's default
+    max_tokens: int | None = Field(None, ge=1)
+    tools: bool = False  # the server supports function calling (memory tools)
+
+    _unset = field_validator("max_tokens", mode="before")(_zero_is_unset)
+
+
+class OpenAIHippocampus(OpenAIChat):
+    temperature: float | None = Field(0.2, ge=0, le=2)
+    timeout: float = Field(120.0, gt=0, le=3600)
+    # How the JSON output is requested: response_format json_schema, json_object, or not.
+    json_mode: Literal["schema", "object", "none"] = "schema"
+
+
+class OpenAIEmbedding(_Remote):
+    timeout: float = Field(30.0, gt=0, le=3600)
+    dimensions: int | None = Field(None, ge=1, le=65_536)
+    batch_size: int = Field(64, ge=1, le=2048)
+
+    _unset = field_validator("dimensions", mode="before")(_zero_is_unset)
+
+
+def _provider_of(value: Any) -> str | None:
+    tag = (
+        value.get("provider", "embedded")
+        if isinstance(value, dict)
+        else getattr(value, "provider", None)
+    )
+    return tag if isinstance(tag, str) else None
+
+
+_TAG = Discriminator(_provider_of)
+ChatRole = Annotated[
+    Annotated[EmbeddedChat, Tag("embedded")] | Annotated[OpenAIChat, Tag("openai")], _TAG
+]
+HippocampusRole = Annotated[
+    Annotated[EmbeddedHippocampus, Tag("embedded")] | Annotated[OpenAIHippocampus, Tag("openai")],
+    _TAG,
+]
+EmbeddingRole = Annotated[
+    Annotated[EmbeddedEmbedding, Tag("embedded")] | Annotated[OpenAIEmbedding, Tag("openai")],
+    _TAG,
+]
+
+# ---- memory -----------------------------------------------------------------------------
+
+_Unit = Annotated[float, Field(ge=0, le=1)]
+
+
+class WeightsSettings(_Section):
+    """Score weights (memory-model.md, "Scoring"); defaults are ``ScoreWeights()``'s."""
+
+    recency: _Unit = _DEFAULTS.recency
+    importance: _Unit = _DEFAULTS.importance
+    relevance: _Unit = _DEFAULTS.relevance
+    emotion: _Unit = _DEFAULTS.emotion
+    base: _Unit = _DEFAULTS.base
+    cosine: _Unit = _DEFAULTS.cosine
+    recency_half_life_days: float = Field(_DEFAULTS.recency_half_life_days, gt=0, le=3650)
+
+
+class SalientSettings(_Section):
+    """Recent important memories added to the pool without a semantic match."""
+
+    n: int = Field(5, ge=0, le=100)
+    min_importance: _Unit = 0.7
+    days: float = Field(30, gt=0, le=36_500)
+
+
+class GateSettings(_Section):
+    """Save-gate thresholds; defaults are ``GatePolicy()``'s (memory-model.md)."""
+
+    min_importance: _Unit = _GATE.min_importance
+    min_confidence: _Unit = _GATE.min_confidence
+    echo_cosine: _Unit = _GATE.echo_cosine
+    duplicate_cosine: _Unit = _GATE.duplicate_cosine
+
+
+class MemorySettings(_Section):
+    mode: Literal["hybrid", "limbic"] = "hybrid"
+    weights: WeightsSettings = WeightsSettings()
+    lam: float = Field(0.5, alias="lambda", ge=0, le=100)
+    eps: float = Field(0.1, ge=_FLOAT32_EPS, le=1)
+    pool: int = Field(50, ge=1, le=1000)
+    k: int = Field(8, ge=1, le=100)
+    salient: SalientSettings = SalientSettings()
+    gate: GateSettings = GateSettings()
+    short_term_token_budget: int = Field(1500, ge=100, le=200_000)
+    decay_interval_hours: float = Field(24, ge=0, le=8760)  # 0: no scheduled decay
+
+    @model_validator(mode="after")
+    def _k_within_pool(self) -> MemorySettings:
+        if self.k > self.pool:
+            raise ValueError(f"k ({self.k}) must not exceed pool ({self.pool})")
+        return self
+
+    def score_weights(self) -> ScoreWeights:
+        return ScoreWeights(**self.weights.model_dump())
+
+    def retrieval_policy(self) -> RetrievalPolicy:
+        """``limbic`` mode ranks by score alone: GIST with lambda 0 is plain top-k."""
+        lam = 0.0 if self.mode == "limbic" else self.lam
+        return RetrievalPolicy(k=self.k, lam=lam, eps=self.eps, weights=self.score_weights())
+
+    def gate_policy(self) -> GatePolicy:
+        return GatePolicy(**self.gate.model_dump())
+
+    def with_overrides(self, overrides: Mapping[str, Any], *, source: str) -> MemorySettings:
+        """These settings with ``overrides`` (e.g. a persona's) merged in, validated again.
+
+        Raises ``ConfigError`` naming ``source`` and the key path.
+        """
+        data = _deep_merge(self.model_dump(by_alias=True), dict(overrides))
+        try:
+            return MemorySettings.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_problems(exc, lambda _loc: source, ("memory",))) from None
+
+
+# ---- storage and server -----------------------------------------------------------------
+
+
+class StorageSettings(_Section):
+    data_dir: Path = Field(Path("data"), validate_default=True)
+    chroma_url: str | None = None  # http://127.0.0.1:8001 → a Chroma HttpClient; else local
+    sessions_db: Path = Field(None, validate_default=True)  # type: ignore[assignment]
+
+    _url = field_validator("chroma_url")(_check_url)
+    _paths = field_validator("data_dir", "sessions_db")(_resolve_path)
+
+    @field_validator("sessions_db", mode="before")
+    @classmethod
+    def _default_db(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None and isinstance(info.data.get("data_dir"), Path):
+            return info.data["data_dir"] / "sessions.sqlite3"
+        return value
+
+
+class ServerSettings(_Section):
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8000, ge=0, le=65_535)  # 0: any free port (tests)
+    # API key → user id. Empty: no key is required (keep the host on loopback then).
+    api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_message_chars: int = Field(32_000, ge=1)
+    default_persona: str = Field("companion", pattern=PERSONA_ID_PATTERN)
+    personas_dir: Path = Field(Path("personas"), validate_default=True)
+
+    _paths = field_validator("personas_dir")(_resolve_path)
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, user in value.items():
+            if not key or any(ch.isspace() or ch == "," for ch in key):
+                raise ValueError("an API key must be non-empty, without spaces or commas")
+            if not user or len(user) > 128 or any(ch.isspace() or ch in ":/\\" for ch in user):
+                raise ValueError("a user id must be 1-128 characters without spaces, : / \\")
+        return value
+
+    def user_for_key(self, key: str) -> str | None:
+        """The user id of an API key, compared in constant time; None when unknown."""
+        found = None
+        for known, user in self.api_keys.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = user
+        return found
+
+
+class Settings(_Section):
+    """Every section; a section left out of the input is validated from ``{}`` (defaults)."""
+
+    chat: ChatRole
+    hippocampus: HippocampusRole
+    embedding: EmbeddingRole
+    memory: MemorySettings
+    storage: StorageSettings
+    server: ServerSettings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _all_sections(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {name: {} for name in cls.model_fields} | data
+        return data
+
+    def safe_dump(self) -> dict[str, Any]:
+        """A JSON-able view for logs and health pages: secrets masked."""
+        data = self.model_dump(mode="json", by_alias=True)
+        data["server"]["api_keys"] = {
+            f"<key {i}>": user for i, user in enumerate(self.server.api_keys.values(), 1)
+        }
+        return data
+
+
+# ---- loading ----------------------------------------------------------------------------
+
+
+def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read ``path`` (default: ``$LM_CONFIG`` or ``./config.json``), apply ``env``, validate.
+
+    ``env`` defaults to ``os.environ``. Relative paths in the file are resolved against
+    the file's directory. Raises ``ConfigError`` on any problem (bad JSON, unknown key,
+    bad value, a missing ``api_key_env`` variable).
+    """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    path = Path(path or environ.get("LM_CONFIG") or "config.json")
+    data: dict[str, Any] = {}
+    if path.is_file():
+        data = _read_json(path)
+        where = path.name
+    else:
+        if path.exists():
+            raise ConfigError([f"{path}: not a file"])
+        logger.info("no config file at %s: using defaults", path)
+        where = "defaults"
+    origins = _apply_env(data, environ)
+
+    def source(loc: tuple[Any, ...]) -> str:
+        for end in range(len(loc), 0, -1):
+            if loc[:end] in origins:
+                return f"environment {origins[loc[:end]]}"
+        return where
+
+    context = {"base_dir": path.resolve().parent}
+    try:
+        settings = Settings.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, source)) from None
+    settings = _resolve_keys(settings, environ, source)
+    if settings.server.host not in ("127.0.0.1", "localhost", "::1") and not (
+        settings.server.api_keys
+    ):
+        logger.warning("server.host is %s but no API keys are set", settings.server.host)
+    return settings
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([f"{path}: not UTF-8 text"]) from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise ConfigError([f"{path.name}: invalid JSON at {where}: {exc.msg}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path.name}: the top level must be a JSON object"])
+    return data
+
+
+_NAMED_ENV: dict[str, tuple[str, ...]] = {
+    "LM_HOST": ("server", "host"),
+    "LM_PORT": ("server", "port"),
+    "LM_DATA_DIR": ("storage", "data_dir"),
+    "LM_CHROMA_URL": ("storage", "chroma_url"),
+}
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[Any, ...], str]:
+    """Write environment overrides into ``data``; returns key path → variable name."""
+    origins: dict[tuple[Any, ...], str] = {}
+    for name in sorted(env):
+        if name.startswith("LM__") and env[name] != "":
+            loc = tuple(part.lower() for part in name[4:].split("__"))
+            if all(loc):
+                value = env[name]
+                if value.lstrip()[:1] in ("{", "["):
+                    try:
+                        value = json.loads(value)
+                    except json.JSONDecodeError:
+                        raise ConfigError([f"environment {name}: invalid JSON"]) from None
+                _set_path(data, loc, value)
+                origins[loc] = name
+    for name, loc in _NAMED_ENV.items():
+        if env.get(name):
+            _set_path(data, loc, env[name])
+            origins[loc] = name
+    if env.get("LM_API_KEYS"):
+        keys: dict[str, str] = {}
+        for item in env["LM_API_KEYS"].split(","):
+            key, sep, user = item.strip().rpartition(":")
+            if not sep or not key or not user:
+                raise ConfigError(["environment LM_API_KEYS: expected 'key1:alice,key2:bob'"])
+            keys[key] = user
+        server = data.get("server")
+        existing = server.get("api_keys") if isinstance(server, dict) else None
+        _set_path(data, ("server", "api_keys"), {**(existing or {}), **keys})
+        origins[("server", "api_keys")] = "LM_API_KEYS"
+    return origins
+
+
+def _resolve_keys(settings: Settings, env: Mapping[str, str], source: Any) -> Settings:
+    """Fill each ``openai`` role's key.
+
+    Order: LM_<ROLE>_API_KEY > api_key > api_key_env's variable > OPENAI_API_KEY > none.
+    """
+    problems: list[str] = []
+    updates: dict[str, Any] = {}
+    for role in ROLES:
+        section = getattr(settings, role)
+        named = env.get(f"LM_{role.upper()}_API_KEY")
+        if not isinstance(section, _Remote):
+            if named:
+                logger.info("LM_%s_API_KEY ignored: the %s role is embedded", role.upper(), role)
+            continue
+        key = named or section.api_key_value()
+        if key is None and section.api_key_env is not None:
+            key = env.get(section.api_key_env)
+            if not key:
+                problems.append(
+                    f"{source((role, 'api_key_env'))}: {role}.api_key_env: "
+                    f"the environment variable {section.api_key_env} is not set"
+                )
+                continue
+        key = key or env.get("OPENAI_API_KEY") or None
+        if key != section.api_key_value():
+            updates[role] = section.model_copy(update={"api_key": SecretStr(key or "")})
+    if problems:
+        raise ConfigError(problems)
+    return settings.model_copy(update=updates) if updates else settings
+
+
+def _set_path(data: dict[str, Any], loc: tuple[str, ...], value: Any) -> None:
+    node = data
+    for part in loc[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[loc[-1]] = value
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# ---- readable errors --------------------------------------------------------------------
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) is Annotated:
+        return _models_in(get_args(annotation)[0])
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
+
+
+def _walk(loc: tuple[Any, ...], root: type[BaseModel]) -> tuple[Any, FieldInfo | None]:
+    """The model at ``loc`` (or None) and the field ``loc`` names (or None)."""
+    model: type[BaseModel] | None = root
+    field: FieldInfo | None = None
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if model is None:
+            return None, None
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return None, None
+        models = _models_in(field.annotation)
+        if len(models) > 1 and parts and parts[0] in PROVIDERS:
+            tag = parts.pop(0)
+            model = next(m for m in models if m.model_fields["provider"].default == tag)
+        else:
+            model = models[0] if len(models) == 1 else None
+    return model, field
+
+
+def _number(x: Any) -> str:
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+
+
+_BOUNDS = (
+    (annotated_types.Ge, "ge", "at least"),
+    (annotated_types.Gt, "gt", "greater than"),
+    (annotated_types.Le, "le", "at most"),
+    (annotated_types.Lt, "lt", "less than"),
+)
+
+
+def _range(field: FieldInfo | None) -> str | None:
+    """ "must be between 0 and 2" from the field's bounds, or None when it has none."""
+    words: list[str] = []
+    for item in field.metadata if field else ():
+        for kind, attr, word in _BOUNDS:
+            if isinstance(item, kind):
+                words.append(f"{word} {_number(getattr(item, attr))}")
+    if len(words) == 2 and words[0].startswith("at least") and words[1].startswith("at most"):
+        return f"must be between {words[0][9:]} and {words[1][8:]}"
+    return "must be " + " and ".join(words) if words else None
+
+
+def _got(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _problems(exc: ValidationError, source: Any, prefix: tuple[str, ...] = ()) -> list[str]:
+    root: type[BaseModel] = MemorySettings if prefix else Settings
+    lines = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        kind, value = error["type"], error.get("input")
+        shown = [p for i, p in enumerate(prefix + loc) if not (i == 1 and p in PROVIDERS)]
+        where = source(tuple(shown))
+        secret = "api_keys" in shown or "api_key" in shown
+        if shown[:2] == ["server", "api_keys"] and len(shown) > 2:
+            shown[2] = "<key>"
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            shown.append("provider")
+            got = value.get("provider") if isinstance(value, dict) else value
+            message = f"must be one of {', '.join(map(repr, PROVIDERS))} (got {_got(got)})"
+        elif kind == "extra_forbidden":
+            model, _ = _walk(loc[:-1], root)
+            allowed = [f.alias or n for n, f in model.model_fields.items()] if model else []
+            message = f"unknown key {loc[-1]!r}" + _hint(str(loc[-1]), allowed, loc)
+        elif kind == "missing":
+            message = "is required"
+        else:
+            ranged = _range(_walk(loc, root)[1]) if kind in _RANGE_ERRORS else None
+            text = ranged or error["msg"].removeprefix("Value error, ")
+            message = text.replace("Input should be", "must be")
+            if not secret and not isinstance(value, dict | list):
+                message += f" (got {_got(value)})"
+        lines.append(f"{where}: {'.'.join(map(str, shown)) or '(top level)'}: {message}")
+    return lines
+
+
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+_REMOTE_ONLY = {"base_url", "api_key", "api_key_env", "model", "timeout", "max_retries", "tools"}
+
+
+def _hint(key: str, allowed: list[str], loc: tuple[Any, ...]) -> str:
+    if len(loc) == 3 and loc[1] == "embedded" and key in _REMOTE_ONLY:
+        return ' for provider "embedded" (add "provider": "openai" to use a server)'
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (allowed: {', '.join(sorted(allowed))})" if allowed else ""

@@ -1,0 +1,140 @@
+"""Token estimates and the deterministic short-term budget (turn.md, failure policy).
+
+``estimate_tokens`` is an estimate, not a tokenizer: about one token per CJK character
+and one per four characters of other text. That is close enough to keep a prompt
+bounded and flat across a long conversation, and it needs no model files, so the budget
+behaves the same with every provider and in tests.
+
+The budget is enforced by code, after every merge, whatever the hippocampus did:
+
+1. while short-term exceeds the budget, the OLDEST items go (they are still in the
+   transcript: nothing is lost, the prompt just stops carrying them). Code never folds
+   them into the background; that is the hippocampus's job on later turns;
+2. the items of the newest turn (the user message and the reply) are never dropped; if
+   they alone exceed the budget, their texts are cut from the middle, with ``…`` where
+   the cut is (and the item is marked compressed, since it is no longer verbatim), so
+   the prompt stays bounded even for a pasted novel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from backend.hippocampus.state import ShortTermItem
+
+# OpenAI's chat format spends about 3-4 tokens per message on role markers (openai-cookbook,
+# "How to count tokens with tiktoken"); we take the upper end.
+ITEM_OVERHEAD_TOKENS = 4
+# Below this the newest turn cannot be carried in any useful form: a configuration error.
+MIN_TOKEN_BUDGET = 32
+TRUNCATION_MARKER = "…"
+
+# Code points counted as one token each: CJK ideographs (incl. extensions and
+# compatibility forms), kana, Hangul, CJK punctuation, full-width forms.
+_CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3000, 0x30FF),  # CJK symbols and punctuation, hiragana, katakana
+    (0x3100, 0x31FF),  # bopomofo, Hangul compatibility jamo, kanbun, katakana ext.
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF00, 0xFFEF),  # half-width and full-width forms
+    (0x20000, 0x3134F),  # CJK extensions B-G, compatibility supplement
+)
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated token count: 1 per CJK character + ceil(other characters / 4).
+
+    Deterministic and dependency-free; 0 only for the empty string. Adding characters
+    never lowers the estimate.
+    """
+    cjk = 0
+    other = 0
+    for char in text:
+        if _is_cjk(char):
+            cjk += 1
+        else:
+            other += 1
+    return cjk + math.ceil(other / 4)
+
+
+def item_tokens(item: ShortTermItem) -> int:
+    """Tokens one item costs in a prompt: its text plus the per-message overhead."""
+    return estimate_tokens(item.text) + ITEM_OVERHEAD_TOKENS
+
+
+def short_term_tokens(items: Sequence[ShortTermItem]) -> int:
+    """Estimated prompt cost of the short-term items, the quantity the budget bounds."""
+    return sum(item_tokens(item) for item in items)
+
+
+def _cut(text: str, keep: int) -> str:
+    head = math.ceil(keep / 2)
+    tail = keep - head
+    return text[:head] + TRUNCATION_MARKER + (text[len(text) - tail :] if tail else "")
+
+
+def truncate_middle(text: str, max_tokens: int) -> str:
+    """``text`` unchanged if it fits ``max_tokens``, else its head and tail around ``…``.
+
+    Keeps as many characters as fit (binary search; the estimate is monotone in the
+    characters kept). With ``max_tokens < 1`` the result is the marker alone.
+    """
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    lo, hi = 0, len(text) - 1  # keep == len(text) is the untruncated text, known too big
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(_cut(text, mid)) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _cut(text, lo)
+
+
+def enforce_budget(
+    items: Sequence[ShortTermItem], *, token_budget: int, protected: int = 2
+) -> tuple[ShortTermItem, ...]:
+    """Trim short-term to ``token_budget`` (see the module docstring for the rules).
+
+    ``protected`` is how many of the newest items are never dropped (the newest turn:
+    user message and reply). The result costs at most ``token_budget`` tokens by
+    ``short_term_tokens``. Raises ``ValueError`` when ``token_budget < MIN_TOKEN_BUDGET``
+    (a configuration error, caught at start by the settings).
+    """
+    if token_budget < MIN_TOKEN_BUDGET:
+        raise ValueError(f"token_budget must be at least {MIN_TOKEN_BUDGET}, got {token_budget}")
+    kept = list(items)
+    protected = max(0, min(protected, len(kept)))
+    total = short_term_tokens(kept)
+    start = 0
+    while total > token_budget and len(kept) - start > protected:
+        total -= item_tokens(kept[start])
+        start += 1
+    kept = kept[start:]
+    if total <= token_budget:
+        return tuple(kept)
+    # Only the protected newest items are left and they are too big: share the budget
+    # fairly between them (the smaller first takes what it needs, up to an equal share).
+    available = token_budget - ITEM_OVERHEAD_TOKENS * len(kept)
+    order = sorted(range(len(kept)), key=lambda i: (estimate_tokens(kept[i].text), i))
+    allowances: dict[int, int] = {}
+    for rank, index in enumerate(order):
+        share = available // (len(kept) - rank)
+        allowances[index] = min(estimate_tokens(kept[index].text), share)
+        available -= allowances[index]
+    return tuple(
+        replace(item, text=truncate_middle(item.text, allowances[i]), compressed=True)
+        if estimate_tokens(item.text) > allowances[i]
+        else item
+        for i, item in enumerate(kept)
+    )

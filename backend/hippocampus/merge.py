@@ -1,0 +1,85 @@
+"""Merge a hippocampus result into the session state (turn.md, "The turn", step 5).
+
+Pure and deterministic: the same inputs always give the same state.
+
+- new ``background`` = the result's (the parser already kept the previous one when the
+  model's was missing);
+- new ``short_term`` = the result's items + the user message + the reply, verbatim. A
+  result item is marked compressed unless its text equals a verbatim item of the
+  previous state; a trailing result item that repeats the new user message is dropped
+  (the model was told not to include it; the verbatim copy is appended anyway);
+- ``user_emotion`` = the result's, or the previous one when the result has none.
+
+Failure policy: ``result=None`` (the hippocampus failed, timed out or answered garbage)
+keeps the previous background, short-term and emotion and appends the new verbatim turn.
+Either way the token budget is then enforced by code (``budget.enforce_budget``): the
+oldest items go, the newest turn stays (cut from the middle only if it alone exceeds the
+budget). Nothing is lost: the transcript keeps every raw message. Code never folds
+dropped items into the background; that is the hippocampus's job.
+
+Long-term candidates are not handled here: the engine sends ``result.long_term`` through
+the save gate.
+"""
+
+from __future__ import annotations
+
+from backend.hippocampus.budget import enforce_budget
+from backend.hippocampus.parse import clean_text
+from backend.hippocampus.state import HippocampusResult, SessionMemoryState, ShortTermItem
+
+
+def _new_turn(user_message: str, reply: str) -> list[ShortTermItem]:
+    """The newest turn, verbatim; an empty message or reply adds no item."""
+    turn: list[ShortTermItem] = []
+    if user_message.strip():
+        turn.append(ShortTermItem(role="user", text=user_message, compressed=False))
+    if reply.strip():
+        turn.append(ShortTermItem(role="assistant", text=reply, compressed=False))
+    return turn
+
+
+def _carried_items(
+    previous: SessionMemoryState, result: HippocampusResult, user_message: str
+) -> list[ShortTermItem]:
+    verbatim = {item.text.strip() for item in previous.short_term if not item.compressed}
+    items = [
+        ShortTermItem(role=item.role, text=item.text, compressed=item.text.strip() not in verbatim)
+        for item in result.short_term
+    ]
+    new_message = clean_text(user_message)
+    if items and items[-1].role == "user" and items[-1].text.strip() == new_message:
+        items.pop()
+    return items
+
+
+def merge(
+    previous: SessionMemoryState,
+    result: HippocampusResult | None,
+    user_message: str,
+    reply: str,
+    *,
+    token_budget: int,
+) -> SessionMemoryState:
+    """The session state after one turn (see the module docstring for the rules).
+
+    ``token_budget`` bounds ``budget.short_term_tokens(state.short_term)``; a budget
+    below ``budget.MIN_TOKEN_BUDGET`` raises ``ValueError`` (a configuration error).
+    """
+    turn = _new_turn(user_message, reply)
+    if result is None:
+        background = previous.background
+        carried = list(previous.short_term)
+        emotion = previous.user_emotion
+    else:
+        background = result.background
+        carried = _carried_items(previous, result, user_message)
+        emotion = result.user_emotion if result.user_emotion is not None else previous.user_emotion
+    short_term = enforce_budget(carried + turn, token_budget=token_budget, protected=len(turn))
+    return SessionMemoryState(background=background, short_term=short_term, user_emotion=emotion)
+
+
+def fallback_state(
+    previous: SessionMemoryState, user_message: str, reply: str, *, token_budget: int
+) -> SessionMemoryState:
+    """The failure fallback: ``merge(previous, None, user_message, reply, ...)``."""
+    return merge(previous, None, user_message, reply, token_budget=token_budget)

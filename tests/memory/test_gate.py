@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from backend.memory.gate import decide, link_supersession, reinforce
+from backend.memory.types import Candidate, GatePolicy
+
+from .helpers import NOW, memory, unit
+
+
+def candidate(content: str = "The user's sister Mei lives in Osaka", **kw: object) -> Candidate:
+    fields: dict[str, object] = {"importance": 0.8, "confidence": 0.9, "category": "relationship"}
+    fields.update(kw)
+    return Candidate(content=content, **fields)  # type: ignore[arg-type]
+
+
+def rotated(base: np.ndarray, cos: float) -> np.ndarray:
+    """A unit vector at exactly ``cos`` from ``base`` (base along axis 0)."""
+    assert base[0] == 1.0
+    return unit(cos, float(np.sqrt(1 - cos * cos)), 0.0, 0.0)
+
+
+E0 = unit(1, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({"importance": 0.39}, "importance 0.39 < 0.40"),
+        ({"confidence": 0.59}, "confidence 0.59 < 0.60"),
+    ],
+)
+def test_gate_thresholds_reject_with_reason(kw: dict[str, float], reason: str) -> None:
+    decision = decide(candidate(**kw), E0)
+    assert (decision.action, decision.reason) == ("reject", reason)
+
+
+def test_thresholds_are_inclusive_and_configurable() -> None:
+    assert decide(candidate(importance=0.4, confidence=0.6), E0).action == "write"
+    strict = GatePolicy(min_importance=0.9)
+    assert decide(candidate(importance=0.8), E0, policy=strict).action == "reject"
+
+
+def test_empty_content_is_rejected() -> None:
+    assert decide(candidate("   "), None).reason == "empty content"
+
+
+def test_echo_of_recalled_memory_reinforces_it() -> None:
+    recalled = [memory("a", vector=rotated(E0, 0.95)), memory("b", vector=rotated(E0, 0.5))]
+    decision = decide(candidate(), E0, recalled=recalled)
+    assert (decision.action, decision.target_id) == ("reinforce", "a")
+    assert decision.similarity == pytest.approx(0.95, abs=1e-6)
+
+
+def test_echo_threshold_is_looser_than_duplicate_threshold() -> None:
+    # 0.91 is an echo when recalled this turn, but not a duplicate of a stored neighbour.
+    near = memory("a", vector=rotated(E0, 0.91))
+    assert decide(candidate(), E0, recalled=[near]).action == "reinforce"
+    assert decide(candidate(), E0, neighbours=[near]).action == "write"
+
+
+def test_near_duplicate_neighbour_reinforces_the_closest() -> None:
+    neighbours = [
+        memory("b", vector=rotated(E0, 0.93)),
+        memory("a", vector=rotated(E0, 0.97)),
+        memory("c", vector=rotated(E0, 0.2)),
+    ]
+    decision = decide(candidate(), E0, neighbours=neighbours)
+    assert (decision.action, decision.target_id) == ("reinforce", "a")
+
+
+def test_duplicate_threshold_is_configurable() -> None:
+    neighbours = [memory("a", vector=rotated(E0, 0.95))]
+    policy = GatePolicy(duplicate_cosine=0.96)
+    assert decide(candidate(), E0, neighbours=neighbours, policy=policy).action == "write"
+
+
+def test_superseded_memories_are_never_reinforced() -> None:
+    old = memory("a", vector=E0, superseded_by="z")
+    assert decide(candidate(), E0, neighbours=[old]).action == "write"
+
+
+def test_explicit_supersedes_by_id_wins_over_echo() -> None:
+    old = memory("old1", "The user lives in Guangzhou", vector=rotated(E0, 0.95))
+    c = candidate("The user moved to Hangzhou", supersedes="old1")
+    decision = decide(c, E0, recalled=[old], neighbours=[old])
+    assert (decision.action, decision.target_id) == ("supersede", "old1")
+
+
+def test_supersedes_by_text_and_by_keywords() -> None:
+    old = memory("m1", "The user's wedding is in October", vector=rotated(E0, 0.8))
+    other = memory("m2", "The user has a hamster named Bean", vector=rotated(E0, 0.3))
+    by_text = candidate(
+        "The wedding moved to December", supersedes="the user's wedding is in October."
+    )
+    assert decide(by_text, E0, neighbours=[other, old]).target_id == "m1"
+    by_words = candidate("The wedding moved to December", supersedes="wedding in October")
+    decision = decide(by_words, E0, neighbours=[other, old])
+    assert (decision.action, decision.target_id) == ("supersede", "m1")
+
+
+def test_supersedes_naming_nothing_known_is_a_plain_write() -> None:
+    c = candidate("The user now lives in Hangzhou", supersedes="something else entirely")
+    assert (
+        decide(
+            c, E0, neighbours=[memory("m1", "The user likes tea", vector=unit(0, 1, 0, 0))]
+        ).action
+        == "write"
+    )
+
+
+def test_restating_the_fact_it_claims_to_update_reinforces() -> None:
+    old = memory("m1", "The user's sister Mei lives in Osaka", vector=E0)
+    decision = decide(candidate(supersedes="m1"), E0, neighbours=[old])
+    assert (decision.action, decision.target_id) == ("reinforce", "m1")
+
+
+def test_without_embedding_identical_text_still_deduplicates() -> None:
+    stored = memory("m1", "The user's sister Mei lives in Osaka!", vector=E0)
+    assert decide(candidate(), None, neighbours=[stored]).action == "reinforce"
+    assert decide(candidate("The user has a cat"), None, neighbours=[stored]).action == "write"
+
+
+def test_reinforce_and_link_supersession() -> None:
+    old = memory("a", importance=0.5, days_ago=10)
+    later = reinforce(old, NOW, importance=0.9)
+    assert (later.access_count, later.last_accessed, later.importance) == (1, NOW, 0.9)
+    assert reinforce(old, NOW, importance=0.1).importance == 0.5
+    new = memory("b")
+    old2, new2 = link_supersession(old, new)
+    assert (old2.superseded_by, new2.supersedes) == ("b", "a")
+    assert old2.is_superseded and not new2.is_superseded
+    assert replace(old2, superseded_by=None) == old
