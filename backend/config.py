@@ -48,7 +48,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from backend.memory.types import GatePolicy, RetrievalPolicy, ScoreWeights
+from backend.memory.types import ActivationPolicy, GatePolicy, RetrievalPolicy, ScoreWeights
 
 logger = logging.getLogger(__name__)
 
@@ -103,14 +103,13 @@ class EmbeddedChat(_Embedded):
     """The offline llama.cpp model."""
 
     model_path: Path | None = None  # a GGUF file; None: the one install.sh fetched
-
-    _path = field_validator("model_path")(_resolve_path)
     n_ctx: int = Field(4096, ge=256, le=1_048_576)
     n_threads: int | None = Field(None, ge=1, le=512)  # None: llama.cpp decides
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int | None = Field(512, ge=1)
     repeat_penalty: float = Field(1.1, ge=0.5, le=2)
 
+    _path = field_validator("model_path")(_resolve_path)
     _unset = field_validator("max_tokens", "n_threads", mode="before")(_zero_is_unset)
 
 
@@ -150,15 +149,18 @@ class _Remote(_Section):
         return self.api_key.get_secret_value() if self.api_key is not None else None
 
 
-class OpenAIChat(_Remote):
+class _RemoteText(_Remote):
     temperature: float | None = Field(0.7, ge=0, le=2)  # None: the server's default
     max_tokens: int | None = Field(None, ge=1)
-    tools: bool = False  # the server supports function calling (memory tools)
 
     _unset = field_validator("max_tokens", mode="before")(_zero_is_unset)
 
 
-class OpenAIHippocampus(OpenAIChat):
+class OpenAIChat(_RemoteText):
+    tools: bool = False  # the server supports function calling (memory tools)
+
+
+class OpenAIHippocampus(_RemoteText):
     temperature: float | None = Field(0.2, ge=0, le=2)
     timeout: float = Field(120.0, gt=0, le=3600)
     # How the JSON output is requested: response_format json_schema, json_object, or not.
@@ -257,6 +259,17 @@ class MemorySettings(_Section):
 
     def gate_policy(self) -> GatePolicy:
         return GatePolicy(**self.gate.model_dump())
+
+    def activation_policy(self) -> ActivationPolicy:
+        """How activation gathers and ranks candidates (``backend.stores.long_term``)."""
+        return ActivationPolicy(
+            retrieval=self.retrieval_policy(),
+            pool=self.pool,
+            salient_n=self.salient.n,
+            salient_min_importance=self.salient.min_importance,
+            salient_days=self.salient.days,
+            min_importance=self.gate.min_importance,
+        )
 
     def with_overrides(self, overrides: Mapping[str, Any], *, source: str) -> MemorySettings:
         """These settings with ``overrides`` (e.g. a persona's) merged in, validated again.

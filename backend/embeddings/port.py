@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
 
@@ -38,7 +38,6 @@ class ModelFilesError(EmbedderUnavailable):
     """
 
 
-@runtime_checkable
 class Embedder(Protocol):
     """Turns texts into unit-length vectors of one fixed dimension.
 
@@ -46,6 +45,9 @@ class Embedder(Protocol):
     L2-normalised, rows in the order of ``texts``; an empty input gives ``(0, dim)``.
     It raises :class:`EmbedderUnavailable` when the backend is down (see the module
     docstring for the whole failure policy). Implementations are thread-safe.
+
+    Not ``runtime_checkable`` on purpose: on Python 3.11 ``isinstance`` reads every
+    member, and reading ``dim`` may cost a request for a remote embedder.
     """
 
     @property
@@ -68,7 +70,7 @@ async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
     Same result and same exceptions as ``embed``.
     """
-    return await asyncio.to_thread(embedder.embed, list(texts))
+    return await asyncio.to_thread(embedder.embed, check_texts(texts))
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -96,4 +98,5 @@ def l2_normalise_rows(vectors: np.ndarray) -> np.ndarray:
     if bad.any():
         rows = np.flatnonzero(bad).tolist()
         raise EmbedderUnavailable(f"zero or non-finite vector at rows {rows[:5]}")
-    return (matrix / norms).astype(np.float32)
+    normalised: np.ndarray = (matrix / norms).astype(np.float32)
+    return normalised

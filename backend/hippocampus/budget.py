@@ -19,6 +19,7 @@ The budget is enforced by code, after every merge, whatever the hippocampus did:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -33,22 +34,19 @@ TRUNCATION_MARKER = "…"
 
 # Code points counted as one token each: CJK ideographs (incl. extensions and
 # compatibility forms), kana, Hangul, CJK punctuation, full-width forms.
-_CJK_RANGES: tuple[tuple[int, int], ...] = (
-    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
-    (0x3000, 0x30FF),  # CJK symbols and punctuation, hiragana, katakana
-    (0x3100, 0x31FF),  # bopomofo, Hangul compatibility jamo, kanbun, katakana ext.
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF00, 0xFFEF),  # half-width and full-width forms
-    (0x20000, 0x3134F),  # CJK extensions B-G, compatibility supplement
+_CJK = re.compile(
+    "["
+    "\u2e80-\u2fdf"  # CJK radicals, Kangxi radicals
+    "\u3000-\u30ff"  # CJK symbols and punctuation, hiragana, katakana
+    "\u3100-\u31ff"  # bopomofo, Hangul compatibility jamo, kanbun, katakana ext.
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff00-\uffef"  # half-width and full-width forms
+    "\U00020000-\U0003134f"  # CJK extensions B-G, compatibility supplement
+    "]"
 )
-
-
-def _is_cjk(char: str) -> bool:
-    code = ord(char)
-    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
 
 
 def estimate_tokens(text: str) -> int:
@@ -57,14 +55,8 @@ def estimate_tokens(text: str) -> int:
     Deterministic and dependency-free; 0 only for the empty string. Adding characters
     never lowers the estimate.
     """
-    cjk = 0
-    other = 0
-    for char in text:
-        if _is_cjk(char):
-            cjk += 1
-        else:
-            other += 1
-    return cjk + math.ceil(other / 4)
+    cjk = len(_CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
 
 
 def item_tokens(item: ShortTermItem) -> int:

@@ -75,7 +75,8 @@ moved, changed jobs, changed their mind), quote the older fact here.
 
 _LANGUAGE_DEFAULT = (
     "Write the background, the short-term items and the long-term contents in the "
-    "language the user writes in: if the user writes Chinese, the memories are in Chinese."
+    "language the user writes in: if the user writes Chinese, the memories are in Chinese "
+    '(and "the user" is written 用户).'
 )
 
 

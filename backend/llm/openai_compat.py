@@ -161,7 +161,9 @@ class OpenAICompatChatModel:
         max_tokens: int | None = None,
     ) -> AsyncIterator[Delta]:
         if tools and not self._supports_tools:
-            raise LLMBadRequest(f"{self._model} is configured without tool support", model=self._model)
+            raise LLMBadRequest(
+                f"{self._model} is configured without tool support", model=self._model
+            )
         started = time.perf_counter()
         sdk_stream = await self._open(messages, tools, json_schema, temperature, max_tokens)
         text: list[str] = []
@@ -250,15 +252,23 @@ class OpenAICompatChatModel:
                     include_usage = False
                 else:
                     raise self._failure(exc, []) from exc
-                logger.debug("%s: HTTP %s, retrying with fewer options", self._model, exc.status_code)
+                logger.debug(
+                    "%s: HTTP %s, retrying with fewer options", self._model, exc.status_code
+                )
             except Exception as exc:
                 raise self._failure(exc, []) from exc
         if self._include_usage is None:
             self._include_usage = include_usage
             if not include_usage:
-                logger.info("%s at %s: no stream_options support, usage not requested", self._model, self._server)
+                logger.info(
+                    "%s at %s: no stream_options support, usage not requested",
+                    self._model,
+                    self._server,
+                )
         if json_mode is not None and json_mode != self._json_mode:
-            logger.info("%s at %s: JSON output now requested as %s", self._model, self._server, json_mode)
+            logger.info(
+                "%s at %s: JSON output now requested as %s", self._model, self._server, json_mode
+            )
             self._json_mode = json_mode
         return sdk_stream
 
@@ -322,9 +332,13 @@ class OpenAICompatChatModel:
                 status=status,
             )
         if isinstance(exc, openai.RateLimitError):
-            return LLMRateLimited(f"{where}: rate limited: {detail}", model=self._model, status=status)
+            return LLMRateLimited(
+                f"{where}: rate limited: {detail}", model=self._model, status=status
+            )
         if status is not None and status < 500:
-            return LLMBadRequest(f"{where}: request rejected: {detail}", model=self._model, status=status)
+            return LLMBadRequest(
+                f"{where}: request rejected: {detail}", model=self._model, status=status
+            )
         return LLMUnavailable(f"{where}: unavailable: {detail}", model=self._model, status=status)
 
     def _redact(self, text: str) -> str:
@@ -335,7 +349,11 @@ class OpenAICompatChatModel:
 
 def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:
     """Append ``instruction`` to the leading system message (or add one)."""
-    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+    if (
+        messages
+        and messages[0].get("role") == "system"
+        and isinstance(messages[0].get("content"), str)
+    ):
         first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}
         return [first, *messages[1:]]
     return [{"role": "system", "content": instruction}, *messages]

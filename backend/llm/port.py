@@ -204,7 +204,9 @@ async def collect(deltas: AsyncIterator[Delta]) -> Completion:
             usage = delta
         else:
             reason = delta.reason
-    return Completion(text="".join(text), tool_calls=tuple(calls), finish_reason=reason, usage=usage)
+    return Completion(
+        text="".join(text), tool_calls=tuple(calls), finish_reason=reason, usage=usage
+    )
 
 
 def schema_instruction(json_schema: JsonSchema) -> str:

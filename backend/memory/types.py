@@ -178,3 +178,19 @@ class GatePolicy:
     min_confidence: float = 0.6  # limbic's gate
     echo_cosine: float = 0.9  # re-extraction of a fact recalled this turn
     duplicate_cosine: float = 0.92  # near-duplicate of a stored memory (configurable)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationPolicy:
+    """How the candidate pool is gathered before scoring (memory-model.md, Retrieval step 1)."""
+
+    retrieval: RetrievalPolicy = RetrievalPolicy()
+    pool: int = 50  # ANN neighbours of the query (the spec's "about 50")
+    salient_n: int = 5  # recent high-importance memories that may surface without a match
+    salient_min_importance: float = 0.7
+    salient_days: float = 30.0
+    keyword_n: int = 10  # lexical candidates per query keyword (helps when cosine is weak)
+    # Memories below the save gate's importance bar would never have been written by this
+    # app (imports and legacy data can hold them); activation leaves them out.
+    min_importance: float = 0.4
+    gate_neighbours: int = 8  # stored neighbours the gate compares a candidate with

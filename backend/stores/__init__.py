@@ -1,0 +1,37 @@
+"""Stores: the long-term vector store port and its backends.
+
+``VectorStore`` (the port) and ``InMemoryVectorStore`` import nothing heavy;
+``ChromaVectorStore`` / ``HnswParams`` are loaded on first access so that importing
+``backend.stores`` does not import chromadb.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.vector_port import (
+    EmbeddingDimensionError,
+    VectorStore,
+    VectorStoreUnavailable,
+)
+
+if TYPE_CHECKING:
+    from backend.stores.chroma_store import ChromaVectorStore, HnswParams
+
+__all__ = [
+    "ChromaVectorStore",
+    "EmbeddingDimensionError",
+    "HnswParams",
+    "InMemoryVectorStore",
+    "VectorStore",
+    "VectorStoreUnavailable",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ChromaVectorStore", "HnswParams"):
+        from backend.stores import chroma_store
+
+        return getattr(chroma_store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

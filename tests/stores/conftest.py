@@ -1,0 +1,142 @@
+"""Fixtures of the store tests: the three vector-store backends and a real Chroma server.
+
+The server is ``chroma run`` from the installed package (the executable next to
+``sys.executable``), started once per session on a free loopback port and killed at
+teardown. The persistent store is also session-scoped; tests isolate themselves with a
+unique namespace each (``ns``), which keeps the whole suite to seconds.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.memory.types import Namespace
+from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.vector_port import VectorStore
+
+BACKENDS = ("memory", "chroma-persistent", "chroma-http")
+SERVER_START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (just now)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _heartbeat(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+    try:
+        conn.request("GET", "/api/v2/heartbeat")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def no_chroma_embedding_function() -> Iterator[None]:
+    """Fail loudly if Chroma's default embedding function (a model download) ever runs."""
+    from chromadb.api.types import DefaultEmbeddingFunction
+
+    def forbidden(self: object, input: object) -> object:
+        raise AssertionError("Chroma's default embedding function must never run")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DefaultEmbeddingFunction, "__call__", forbidden)
+        yield
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """``(host, port)`` of a ``chroma run`` server owned by this test session."""
+    executable = Path(sys.executable).with_name("chroma")
+    if not executable.exists():
+        pytest.fail(f"chroma CLI not found next to {sys.executable}")
+    data = tmp_path_factory.mktemp("chroma-server")
+    port = free_port()
+    log_path = data / "server.log"
+    command = [str(executable), "run", "--path", str(data / "db")]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "NO_COLOR": "1"}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while not _heartbeat(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                pytest.fail(f"chroma server did not start (rc={proc.poll()}):\n{tail}")
+            time.sleep(0.1)
+        yield ("127.0.0.1", port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def chroma_persistent_store(
+    tmp_path_factory: pytest.TempPathFactory, no_chroma_embedding_function: None
+) -> Iterator[VectorStore]:
+    from backend.stores.chroma_store import ChromaVectorStore
+
+    store = ChromaVectorStore.persistent(tmp_path_factory.mktemp("chroma-persistent"))
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def chroma_http_store(
+    chroma_server: tuple[str, int], no_chroma_embedding_function: None
+) -> Iterator[VectorStore]:
+    from backend.stores.chroma_store import ChromaVectorStore
+
+    host, port = chroma_server
+    store = ChromaVectorStore.http(host, port)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> VectorStore:
+    """Each contract test runs against every backend."""
+    if request.param == "memory":
+        return InMemoryVectorStore()
+    name = (
+        "chroma_persistent_store" if request.param == "chroma-persistent" else "chroma_http_store"
+    )
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port with no server behind it."""
+    return free_port()
+
+
+@pytest.fixture
+def ns() -> Namespace:
+    """A namespace no other test uses (the Chroma stores are shared by the session)."""
+    return Namespace(f"user-{uuid.uuid4().hex[:12]}", "persona")
+
+
+@pytest.fixture
+def other_ns(ns: Namespace) -> Namespace:
+    """A second namespace of the same user (isolation tests)."""
+    return Namespace(ns.user_id, "other-persona")

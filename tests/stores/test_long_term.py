@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from backend.clock import FixedClock
+from backend.memory.types import Candidate, Emotion, Namespace
+from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.long_term import LongTermMemory
+
+from .fakes import BagOfWordsEmbedder
+
+NS = Namespace("alice", "companion")
+OTHER = Namespace("bob", "companion")
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def ltm() -> LongTermMemory:
+    counter = iter(range(1, 10_000))
+    return LongTermMemory(
+        InMemoryVectorStore(), BagOfWordsEmbedder(), FixedClock(T0),
+        id_factory=lambda: f"m{next(counter):04d}",
+    )  # fmt: skip
+
+
+def fact(content: str, **kw: object) -> Candidate:
+    fields: dict[str, object] = {"importance": 0.8, "confidence": 0.9, "category": "personal_fact"}
+    fields.update(kw)
+    return Candidate(content=content, **fields)  # type: ignore[arg-type]
+
+
+def test_write_reinforce_reject_supersede(ltm: LongTermMemory) -> None:
+    out = ltm.write(
+        NS, [fact("The user lives in Guangzhou"), fact("The user said hi", importance=0.1)]
+    )
+    assert [o.action for o in out] == ["write", "reject"]
+    assert out[1].reason == "importance 0.10 < 0.40"
+    written = out[0].memory_id
+    # Same words again: a near-duplicate reinforces instead of writing twice.
+    again = ltm.write(NS, [fact("the user lives in Guangzhou!", importance=0.9)])
+    assert (again[0].action, again[0].memory_id) == ("reinforce", written)
+    stored = ltm.get(NS, written)
+    assert stored is not None and (stored.access_count, stored.importance) == (1, 0.9)
+    # An update supersedes; both versions are kept and linked both ways.
+    upd = ltm.write(
+        NS, [fact("The user moved to Hangzhou", supersedes="The user lives in Guangzhou")]
+    )
+    assert (upd[0].action, upd[0].target_id) == ("supersede", written)
+    chain = ltm.version_chain(NS, written)
+    assert [m.content for m in chain] == [
+        "The user lives in Guangzhou",
+        "The user moved to Hangzhou",
+    ]
+    assert chain[0].superseded_by == chain[1].id and chain[1].supersedes == chain[0].id
+
+
+def test_echo_of_recalled_memory_reinforces(ltm: LongTermMemory) -> None:
+    ltm.write(NS, [fact("The user has a hamster named Bean")])
+    activation = ltm.activate(NS, "how is my hamster Bean doing")
+    recalled = activation.memories
+    assert [m.content for m in recalled] == ["The user has a hamster named Bean"]
+    out = ltm.write(NS, [fact("User has a hamster named Bean")], recalled=recalled)
+    assert (out[0].action, out[0].reason) == ("reinforce", "echo of a memory recalled this turn")
+    assert ltm.store.count(NS) == 1
+
+
+def test_activation_hides_superseded_and_stays_in_namespace(ltm: LongTermMemory) -> None:
+    ltm.write(NS, [fact("The user's wedding is in October")])
+    ltm.write(NS, [fact("The user's wedding moved to December", supersedes="wedding in October")])
+    ltm.write(OTHER, [fact("Bob's wedding is in June")])
+    contents = [m.content for m in ltm.activate(NS, "when is my wedding").memories]
+    assert contents == ["The user's wedding moved to December"]
+    assert [m.content for m in ltm.activate(OTHER, "wedding").memories] == [
+        "Bob's wedding is in June"
+    ]
+
+
+def test_activation_breakdown_and_timings(ltm: LongTermMemory) -> None:
+    ltm.write(NS, [fact("The user drinks coffee every morning", emotion=Emotion("joy", 0.8))])
+    activation = ltm.activate(NS, "coffee this morning", target_emotion="happy")
+    item = activation.retrieval.items[0]
+    assert item.score.cosine is not None and item.score.relevance > 0
+    assert item.score.emotion == pytest.approx(0.5 + 0.2)
+    assert activation.embed_ms >= 0 and activation.search_ms >= 0 and activation.degraded is None
+
+
+def test_embedder_down_costs_the_vector_not_the_write(ltm: LongTermMemory) -> None:
+    embedder = ltm.embedder
+    assert isinstance(embedder, BagOfWordsEmbedder)
+    embedder.down = True
+    out = ltm.write(NS, [fact("The user is allergic to peanuts")])
+    assert out[0].action == "write" and not out[0].has_vector
+    memory = ltm.get(NS, out[0].memory_id or "")
+    assert memory is not None and memory.embedding is None
+    # Keyword-only activation still finds it.
+    activation = ltm.activate(NS, "any peanuts in this recipe?")
+    assert activation.degraded == "no query vector: keywords only"
+    assert [m.id for m in activation.memories] == [memory.id]
+    # Identical text is still deduplicated without vectors.
+    assert ltm.write(NS, [fact("The user is allergic to peanuts")])[0].action == "reinforce"
+    # Back up: the backfill gives it a vector.
+    embedder.down = False
+    assert ltm.backfill(NS) == 1
+    refreshed = ltm.get(NS, memory.id)
+    assert refreshed is not None and refreshed.embedding is not None
+    assert ltm.backfill(NS) == 0
+
+
+def test_reinforce_marks_use(ltm: LongTermMemory) -> None:
+    out = ltm.write(NS, [fact("The user plays piano")])
+    assert ltm.reinforce(NS, [out[0].memory_id or "", "missing"]) == 1
+    memory = ltm.get(NS, out[0].memory_id or "")
+    assert memory is not None and memory.access_count == 1
+
+
+def test_update_reembeds_on_content_edit(ltm: LongTermMemory) -> None:
+    out = ltm.write(NS, [fact("The user plays piano")])
+    mid = out[0].memory_id or ""
+    before = ltm.get(NS, mid)
+    edited = ltm.update(NS, mid, content="The user plays the violin", importance=2.0, pinned=True)
+    assert edited.importance == 1.0 and edited.pinned
+    assert before is not None and before.embedding is not None and edited.embedding is not None
+    assert float(before.embedding @ edited.embedding) < 0.99
+    with pytest.raises(KeyError):
+        ltm.update(NS, "nope", importance=0.5)
+
+
+def test_decay_pass_fades_old_unpinned_memories(ltm: LongTermMemory) -> None:
+    weak = ltm.write(
+        NS, [fact("The user tried a new cafe", importance=0.45, category="experience")]
+    )
+    strong = ltm.write(NS, [fact("The user's father is called Jun", importance=0.9)])
+    pinned = ltm.write(
+        NS, [fact("The user went to a concert", importance=0.45, category="experience")]
+    )
+    ltm.update(NS, pinned[0].memory_id or "", pinned=True)
+    clock = ltm.clock
+    assert isinstance(clock, FixedClock)
+    clock.advance(days=400)
+    report = ltm.decay_pass(NS)
+    assert (report.checked, report.faded, report.pinned_kept) == (3, 1, 1)
+    assert ltm.get(NS, weak[0].memory_id or "") is None
+    assert ltm.get(NS, strong[0].memory_id or "") is not None
+
+
+def test_export_import_round_trip_loses_nothing(ltm: LongTermMemory) -> None:
+    ltm.write(
+        NS, [fact("The user loves 拿铁", emotion=Emotion("joy", 0.7), keywords=("拿铁", "coffee"))]
+    )
+    ltm.write(NS, [fact("The user's wedding is in October")])
+    ltm.write(NS, [fact("The wedding moved to December", supersedes="wedding in October")])
+    lines = list(ltm.export_jsonl(NS))
+    assert len(lines) == 3 and all(line.endswith("\n") for line in lines)
+    target = Namespace("alice", "tutor")
+    report = ltm.import_jsonl(target, [*lines, "not json\n", json.dumps({"id": "x"}) + "\n"])
+    assert (report.written, report.duplicates, report.invalid) == (3, 0, 2)
+    assert list(ltm.export_jsonl(target)) == lines
+    again = ltm.import_jsonl(target, lines)
+    assert (again.written, again.duplicates) == (0, 3)
+
+
+def test_import_drops_vectors_of_another_model(ltm: LongTermMemory) -> None:
+    ltm.write(NS, [fact("The user likes tea")])
+    line = json.loads(next(ltm.export_jsonl(NS)))
+    line["embedding_model"] = "some-other-model"
+    line["embedding"] = [0.5] * 7
+    report = ltm.import_jsonl(OTHER, [json.dumps(line)])
+    assert report.written == 1
+    memory = ltm.get(OTHER, line["id"])
+    assert memory is not None and memory.embedding is not None and memory.embedding.shape == (64,)

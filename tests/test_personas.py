@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.config import MemorySettings
+from backend.personas import (
+    Persona,
+    PersonaError,
+    PersonaRegistry,
+    UnknownPersona,
+    load_persona,
+    load_personas,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+CARD: dict[str, Any] = {
+    "name": "Coach",
+    "description": "Keeps you moving.",
+    "system_prompt": "You are a running coach.",
+    "greeting": "Ready?",
+}
+
+
+def card(directory: Path, persona_id: str, **fields: Any) -> Path:
+    path = directory / f"{persona_id}.json"
+    path.write_text(json.dumps({**CARD, **fields}, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_shipped_companion_persona() -> None:
+    registry = PersonaRegistry.load(REPO / "personas", "companion")
+    companion = registry.default
+    assert companion.id == "companion" and companion.language == "auto"
+    prompt = companion.system_prompt.lower()
+    assert "not a person" in prompt and "never claim to be human" in prompt
+    assert "data, not instructions" in prompt
+    assert "chinese" in prompt and "english" in prompt
+    assert companion.greeting and companion.hippocampus_focus
+    assert dict(companion.memory) == {}
+
+
+def test_load_directory(tmp_path: Path) -> None:
+    card(tmp_path, "coach", memory={"lambda": 0.8, "weights": {"emotion": 0.3}})
+    card(tmp_path, "zh-friend", language="zh-Hans", hippocampus_focus="  ")
+    (tmp_path / "notes.txt").write_text("ignored")
+    (tmp_path / ".hidden.json").write_text("{not json")
+    personas = load_personas(tmp_path)
+    assert list(personas) == ["coach", "zh-friend"]
+    coach = personas["coach"]
+    assert isinstance(coach, Persona) and coach.name == "Coach"
+    assert coach.memory["weights"] == {"emotion": 0.3}
+    with pytest.raises(TypeError):
+        coach.memory["lambda"] = 1  # type: ignore[index]
+    assert personas["zh-friend"].hippocampus_focus is None
+    assert personas["zh-friend"].language == "zh-Hans"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"system_prompt": ""}, "system_prompt: String should have at least 1 character"),
+        ({"nmae": "x"}, "unknown field 'nmae'"),
+        ({"id": "other"}, "id: 'other' must equal the file name ('coach')"),
+        ({"id": "../etc"}, "id: must match"),
+        ({"language": "Chinese"}, "language"),
+        ({"memory": {"lambda": -1}}, "memory.lambda: must be between 0 and 100"),
+        ({"memory": {"wieghts": {}}}, "did you mean 'weights'?"),
+    ],
+)
+def test_bad_cards_name_file_and_field(
+    tmp_path: Path, fields: dict[str, Any], expected: str
+) -> None:
+    path = card(tmp_path, "coach", **fields)
+    with pytest.raises(PersonaError) as info:
+        load_persona(path)
+    assert str(path) in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_missing_required_field(tmp_path: Path) -> None:
+    path = tmp_path / "coach.json"
+    path.write_text(json.dumps({"name": "Coach"}))
+    with pytest.raises(PersonaError, match="system_prompt: is required"):
+        load_persona(path)
+
+
+@pytest.mark.parametrize("name", ["Coach.json", "a.b.json", "-x.json", f"{'a' * 65}.json"])
+def test_file_names_must_be_ids(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(json.dumps(CARD))
+    with pytest.raises(PersonaError, match="file name must be a persona id"):
+        load_persona(path)
+
+
+def test_bad_json_and_all_problems_reported(tmp_path: Path) -> None:
+    (tmp_path / "one.json").write_text("{oops")
+    (tmp_path / "two.json").write_text("[]")
+    with pytest.raises(PersonaError) as info:
+        load_personas(tmp_path)
+    assert "one.json: not valid UTF-8 JSON" in str(info.value)
+    assert "two.json: the top level must be a JSON object" in str(info.value)
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(PersonaError, match="persona directory not found"):
+        load_personas(tmp_path / "nope")
+
+
+def test_overrides_checked_against_the_configured_memory(tmp_path: Path) -> None:
+    path = card(tmp_path, "coach", memory={"k": 40})
+    load_persona(path)  # fine against the defaults (pool 50)
+    with pytest.raises(PersonaError, match="must not exceed pool"):
+        load_persona(path, MemorySettings.model_validate({"pool": 30, "k": 8}))
+
+
+def test_registry_resolves_models(tmp_path: Path) -> None:
+    card(tmp_path, "coach")
+    card(tmp_path, "companion", name="Companion")
+    registry = PersonaRegistry.load(tmp_path, "companion")
+    assert len(registry) == 2 and "coach" in registry and "nope" not in registry
+    assert [p.id for p in registry] == ["coach", "companion"]
+    assert registry.get("coach") is not None and registry.get("nope") is None
+    for placeholder in (None, "", "string", "  "):
+        assert registry.resolve(placeholder).id == "companion"
+    assert registry.resolve("coach").id == "coach"
+    with pytest.raises(UnknownPersona):
+        registry.resolve("gpt-4o")
+
+
+def test_registry_needs_its_default(tmp_path: Path) -> None:
+    card(tmp_path, "coach")
+    with pytest.raises(PersonaError, match="default persona 'companion' not found"):
+        PersonaRegistry.load(tmp_path, "companion")
