@@ -10,8 +10,8 @@ as a live store has some), inserted through ``ChromaVectorStore.upsert`` in batc
 ``--max-neighbors``), runs ``--queries`` queries near existing points through
 ``query(n=50)`` (the default path: superseded filtered out) and compares with exact
 search over the live vectors: recall@50, recall@10, latency p50/p95. One extra row
-measures the unfiltered path (``include_superseded=True``) and one ``salient``.
-Prints markdown tables.
+measures ``include_superseded=True``; a second table times salient/get/count/list on
+the same 100k namespace. Prints markdown tables.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -115,48 +116,71 @@ def main() -> None:
     truth_all = [np.argsort(-row, kind="stable")[: args.k] for row in sims]
 
     params = HnswParams(args.ef_construction, ef_values[0], args.max_neighbors)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        ChromaVectorStore.persistent(tmp, hnsw=params) as store,
-    ):
-        started = time.perf_counter()
-        for start in range(0, args.n, args.batch):
-            store.upsert(NS, batch[start : start + args.batch])
-        insert_s = time.perf_counter() - started
-        client = store._client  # bench-only: tune ef_search in place
-        collection = client.get_collection(
-            codec.collection_name(NS, codec.ROLE_VECTORS), embedding_function=None
-        )
+    with tempfile.TemporaryDirectory() as tmp:
+        with ChromaVectorStore.persistent(tmp, hnsw=params) as store:
+            started = time.perf_counter()
+            for start in range(0, args.n, args.batch):
+                store.upsert(NS, batch[start : start + args.batch])
+            insert_s = time.perf_counter() - started
 
         print(f"\n## ANN recall, n={args.n}, dim={args.dim}, centroids={args.centroids}")
         print(
             f"\nef_construction={args.ef_construction}, max_neighbors (M)={args.max_neighbors}, "
             f"{args.queries} queries, k={args.k}, cpus={os.cpu_count()}, "
-            f"insert {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s, "
-            f"batches of {args.batch})\n"
+            f"load average {os.getloadavg()[0]:.1f}; insert {args.n / insert_s:,.0f} "
+            f"memories/s ({insert_s:.0f} s, batches of {args.batch})\n"
         )
-        print("| ef_search | filter | recall@50 | recall@10 | p50 ms | p95 ms |")
+        print("| ef_search | superseded | recall@50 | recall@10 | p50 ms | p95 ms |")
         print("| ---: | --- | ---: | ---: | ---: | ---: |")
         for ef in ef_values:
-            with warnings.catch_warnings():  # modify() warns "legacy embedding function config"
-                warnings.simplefilter("ignore", DeprecationWarning)
-                collection.modify(configuration={"hnsw": {"ef_search": ef}})
-            run_queries(store, queries[:10], truth_live[:10], args.k, all_=False)  # warm-up
-            r50, r10, p50, p95 = run_queries(store, queries, truth_live, args.k, all_=False)
-            print(f"| {ef} | live only | {r50:.4f} | {r10:.4f} | {p50:.1f} | {p95:.1f} |")
-        r50, r10, p50, p95 = run_queries(store, queries, truth_all, args.k, all_=True)
-        print(f"| {ef_values[-1]} | none | {r50:.4f} | {r10:.4f} | {p50:.1f} | {p95:.1f} |")
+            set_ef_search(tmp, ef)
+            with ChromaVectorStore.persistent(tmp) as store:  # reopened: ef applies
+                run_queries(store, queries[:10], truth_live[:10], args.k, all_=False)  # warm-up
+                r50, r10, p50, p95 = run_queries(store, queries, truth_live, args.k, all_=False)
+                print(f"| {ef} | excluded | {r50:.4f} | {r10:.4f} | {p50:.1f} | {p95:.1f} |")
+        with ChromaVectorStore.persistent(tmp) as store:
+            r50, r10, p50, p95 = run_queries(store, queries, truth_all, args.k, all_=True)
+            print(f"| {ef_values[-1]} | included | {r50:.4f} | {r10:.4f} | {p50:.1f} | {p95:.1f} |")
+            other_operations(store, args.n)
 
-        since = T0 + timedelta(seconds=args.n * 0.9)  # the most recent 10%
-        latencies = []
-        for _ in range(20):
-            started = time.perf_counter()
-            found = store.salient(NS, since=since, min_importance=0.7, n=5)
-            latencies.append((time.perf_counter() - started) * 1000)
-        print(
-            f"\nsalient(n=5, last 10%, importance >= 0.7): {len(found)} found, "
-            f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms"
-        )
+
+def set_ef_search(path: str, ef: int) -> None:
+    """Change ``ef_search`` of the bench collection (a client reads it when it opens)."""
+    with ChromaVectorStore.persistent(path) as store:
+        name = codec.collection_name(NS, codec.ROLE_VECTORS)
+        collection = store._client.get_collection(name, embedding_function=None)
+        with warnings.catch_warnings():  # modify() warns "legacy embedding function config"
+            warnings.simplefilter("ignore", DeprecationWarning)
+            collection.modify(configuration={"hnsw": {"ef_search": ef}})
+
+
+def timed(call: Callable[[], object], repeat: int) -> tuple[object, float, float]:
+    """The last result and p50/p95 ms of ``repeat`` calls."""
+    latencies, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = call()
+        latencies.append((time.perf_counter() - started) * 1000)
+    return result, percentile(latencies, 50), percentile(latencies, 95)
+
+
+def other_operations(store: ChromaVectorStore, n: int) -> None:
+    since = T0 + timedelta(seconds=n * 0.9)  # the most recent 10%
+    ids = [f"m{i:07d}" for i in range(0, n, max(1, n // 50))][:50]
+    rows: list[tuple[str, Callable[[], object], int]] = [
+        ("salient(n=5, last 10%, importance >= 0.7)",
+         lambda: store.salient(NS, since=since, min_importance=0.7, n=5), 20),
+        ("get(50 ids)", lambda: store.get(NS, ids), 20),
+        ("count()", lambda: store.count(NS), 20),
+        ("count(category=work)", lambda: store.count(NS, category="work"), 3),
+        ("list(text='topic 5 ', limit=50)", lambda: store.list(NS, text="topic 5 ", limit=50), 3),
+        ("list(limit=50), all rows sorted", lambda: store.list(NS, limit=50), 1),
+    ]  # fmt: skip
+    print("\n| operation | p50 ms | p95 ms |")
+    print("| --- | ---: | ---: |")
+    for label, call, repeat in rows:
+        _, p50, p95 = timed(call, repeat)
+        print(f"| {label} | {p50:.1f} | {p95:.1f} |")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ from backend.llm.port import (
     TextDelta,
     ToolSpec,
     collect,
-    schema_instruction,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,6 +62,14 @@ DEFAULT_MAX_TOKENS = 1024
 DEFAULT_N_CTX = 4096
 
 _END = object()
+
+# Llama(verbose=False) silences llama.cpp by pointing the process's stdout/stderr (file
+# descriptors 1 and 2, and sys.stdout/sys.stderr) at /dev/null while it loads, then
+# restoring what it saved. Two loads at once in two threads restore each other's
+# /dev/null and mute the process for good, so loads are serialised process-wide. While a
+# model loads (~0.3 s), output from other threads is still lost: load at start-up
+# (``load()``) rather than in the middle of traffic.
+_LOAD_LOCK = threading.Lock()
 
 
 def default_threads() -> int:
@@ -100,7 +107,7 @@ class EmbeddedLlamaChatModel:
     supported (``supports_tools`` is False and passing tools is an ``LLMBadRequest``).
     A ``json_schema`` constrains the output with a grammar (strings need ``maxLength`` and
     arrays ``maxItems`` to keep a small model from rambling; ``minimum``/``maximum`` are
-    not enforced, so callers clamp numbers) and is also stated in the system prompt.
+    not enforced, so callers clamp numbers); it is not repeated in the prompt.
     No ``Usage`` is reported (llama.cpp does not count tokens in streaming mode).
 
     Failure policy: missing llama_cpp or model file → ``LLMUnavailable`` from the
@@ -301,7 +308,8 @@ class EmbeddedLlamaChatModel:
         if self._seed is not None:
             options["seed"] = self._seed
         try:
-            self._llama = Llama(model_path=str(self._path), **options)
+            with _LOAD_LOCK:
+                self._llama = Llama(model_path=str(self._path), **options)
         except Exception as exc:
             raise LLMUnavailable(
                 f"{self._model}: cannot load {self._path} ({type(exc).__name__}): {_INSTALL_HINT}",
@@ -327,12 +335,10 @@ class EmbeddedLlamaChatModel:
         if limit:
             arguments["max_tokens"] = limit
         if json_schema is not None:
+            # The grammar does the constraining, as a json_schema response_format does with
+            # a server: the schema is not repeated in the prompt (the caller's prompt says
+            # what the fields mean, and a small model's prompt evaluation is not free).
             arguments["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
-            instruction = schema_instruction(json_schema)
-            if wire and wire[0].get("role") == "system" and isinstance(wire[0].get("content"), str):
-                wire[0] = {**wire[0], "content": f"{wire[0]['content']}\n\n{instruction}"}
-            else:
-                wire.insert(0, {"role": "system", "content": instruction})
         arguments["messages"] = wire
         return arguments
 

@@ -370,6 +370,8 @@ def _public_origin(base_url: str) -> str:
     """``scheme://host[:port]`` of ``base_url``, without any credentials, for messages."""
     parts = urlsplit(base_url)
     host = parts.hostname or base_url
+    if ":" in host and parts.hostname:
+        host = f"[{host}]"  # IPv6
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 

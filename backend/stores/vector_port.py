@@ -16,7 +16,11 @@ Contract shared by every backend (the contract suite in
   stored embedding, so read → ``dataclasses.replace`` → ``upsert`` keeps the vector.
   Within one batch the last memory of an id wins.
 - Vectors are 1-D, finite, non-zero (a zero vector has no cosine); anything else is a
-  ``ValueError``. They come back as float32.
+  ``ValueError``. They come back as float32, equal to what was written up to 1-2 ulp
+  (Chroma's cosine space normalises on insert and rescales on read).
+- ``query`` similarity is the cosine (1 - cosine distance): exact in memory, float32
+  HNSW arithmetic in Chroma (about 1e-6). Chroma's neighbours are approximate (HNSW;
+  see ``bench/ann_recall.py`` for recall). Ties have no guaranteed order.
 - One dimension per namespace, fixed by the first vector ever written to it and kept
   until ``drop_namespace`` (deleting every memory does not reset it, as in Chroma). A
   vector of another dimension, written or queried, is an ``EmbeddingDimensionError``
@@ -31,8 +35,9 @@ Contract shared by every backend (the contract suite in
 Failure policy: bad arguments (dimension, shape, naive timestamps, negative paging)
 raise ``ValueError`` at once; a backend that cannot be reached raises
 ``VectorStoreUnavailable`` so callers can degrade (retrieval without long-term memory)
-instead of failing the turn. Missing ids and unknown namespaces are not errors: they
-read as empty.
+instead of failing the turn; a batch cut short by an outage may be partly written (no
+backend promises atomic batches). Missing ids and unknown namespaces are not errors:
+they read as empty.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -105,7 +107,11 @@ async def test_streams_several_deltas(make_model: Any) -> None:
 async def test_schema_constrained_json_parses_and_validates(make_model: Any) -> None:
     model = make_model(max_tokens=200)
     messages = [
-        {"role": "system", "content": "You label the user's mood and the topics they mention."},
+        {
+            "role": "system",
+            "content": "Label the user's message. Reply with JSON: "
+            '"mood" is one word for their feeling, "topics" lists the things they mention.',
+        },
         {"role": "user", "content": "I'm so happy, I adopted a kitten and started learning piano!"},
     ]
     completion = await model.complete(messages, json_schema=MOOD_SCHEMA)
@@ -123,7 +129,12 @@ async def test_two_instances_generate_concurrently_and_the_loop_stays_responsive
     make_model: Any,
 ) -> None:
     first, second = make_model(max_tokens=48), make_model(max_tokens=48)
+    stdout, stderr = sys.stdout, sys.stderr
+    fds = [os.fstat(1).st_ino, os.fstat(2).st_ino]
     await asyncio.gather(first.load(), second.load())
+    # llama.cpp mutes the process while it loads; two loads at once must not leave it muted
+    assert (sys.stdout, sys.stderr) == (stdout, stderr)
+    assert [os.fstat(1).st_ino, os.fstat(2).st_ino] == fds
     gaps: list[float] = []
     done = asyncio.Event()
 
@@ -146,9 +157,11 @@ async def test_two_instances_generate_concurrently_and_the_loop_stays_responsive
     # both make progress at the same time: each one's deltas fall inside the other's span
     assert sum(times_a[0] < t < times_a[-1] for t in times_b) >= 3
     assert sum(times_b[0] < t < times_b[-1] for t in times_a) >= 3
-    # the event loop kept ticking all along (a blocked loop would show one long gap)
+    # the event loop kept ticking all along: a loop blocked by the generation would show
+    # one gap as long as the generation (seconds); the bound leaves room for a busy CPU
     assert len(gaps) >= 10
-    assert max(gaps) < 0.25, f"event loop blocked for {max(gaps):.3f} s"
+    assert statistics.median(gaps) < 0.03
+    assert max(gaps) < 0.5, f"event loop blocked for {max(gaps):.3f} s"
 
 
 @pytest.mark.real_model

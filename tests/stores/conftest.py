@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import http.client
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,13 +61,12 @@ def no_chroma_embedding_function() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """``(host, port)`` of a ``chroma run`` server owned by this test session."""
+@contextmanager
+def running_chroma_server(data: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A ``chroma run`` child process on a free loopback port, killed on exit."""
     executable = Path(sys.executable).with_name("chroma")
     if not executable.exists():
         pytest.fail(f"chroma CLI not found next to {sys.executable}")
-    data = tmp_path_factory.mktemp("chroma-server")
     port = free_port()
     log_path = data / "server.log"
     command = [str(executable), "run", "--path", str(data / "db")]
@@ -80,14 +81,30 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
                 tail = log_path.read_text(errors="replace")[-2000:]
                 pytest.fail(f"chroma server did not start (rc={proc.poll()}):\n{tail}")
             time.sleep(0.1)
-        yield ("127.0.0.1", port)
+        yield proc, port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # in case a test left it stopped
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """``(host, port)`` of a ``chroma run`` server shared by this test session."""
+    with running_chroma_server(tmp_path_factory.mktemp("chroma-server")) as (_, port):
+        yield ("127.0.0.1", port)
+
+
+@pytest.fixture
+def private_chroma_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A server of one test's own, which the test may stop or kill (outage tests)."""
+    with running_chroma_server(tmp_path) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ HTTP (a real ``chroma run`` server). A few Chroma-only checks sit at the end.
 from __future__ import annotations
 
 import math
+import signal
+import subprocess
 import threading
 import time
 from dataclasses import replace
@@ -197,6 +199,21 @@ def test_query_excludes_superseded_unless_asked(store: VectorStore, ns: Namespac
     assert [m.id for m, _ in store.query(ns, unit(0), 5)] == ["new"]
     both = store.query(ns, unit(0), 5, include_superseded=True)
     assert [m.id for m, _ in both] == ["old", "new"]
+
+
+def test_query_finds_live_memories_behind_many_superseded(
+    store: VectorStore, ns: Namespace
+) -> None:
+    # The 30 nearest are all superseded: an over-fetch of n + margin finds no live hit.
+    old = [mem(f"old{i:02d}", vector=at_cosine(0.99 - i * 0.001), superseded_by="x")
+           for i in range(30)]  # fmt: skip
+    store.upsert(
+        ns, [*old, mem("live1", vector=at_cosine(0.5)), mem("live2", vector=at_cosine(0.4))]
+    )
+    hits = store.query(ns, unit(0), 2)
+    assert [m.id for m, _ in hits] == ["live1", "live2"]
+    assert [s for _, s in hits] == pytest.approx([0.5, 0.4], abs=1e-5)
+    assert len(store.query(ns, unit(0), 40, include_superseded=True)) == 32
 
 
 def test_query_on_an_unknown_namespace_is_empty(store: VectorStore, ns: Namespace) -> None:
@@ -470,3 +487,28 @@ def test_chroma_unreachable_server_fails_fast(unused_port: int) -> None:
     assert time.monotonic() - started < 5.0
     with pytest.raises(ValueError):
         ChromaVectorStore(path="/tmp/x", host="localhost")
+
+
+def test_chroma_outage_raises_unavailable(
+    private_chroma_server: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    from backend.stores.chroma_store import ChromaVectorStore
+
+    proc, port = private_chroma_server
+    ns = Namespace("u", "p")
+    with ChromaVectorStore.http("127.0.0.1", port, timeout_s=1.0) as store:
+        store.upsert(ns, [mem("a", vector=unit(0))])
+        proc.send_signal(signal.SIGSTOP)  # a hung server: requests time out
+        started = time.monotonic()
+        with pytest.raises(VectorStoreUnavailable):
+            store.count(ns)
+        assert time.monotonic() - started < 5.0
+        proc.send_signal(signal.SIGCONT)
+        assert store.count(ns) == 1
+        proc.kill()  # a dead server: connections are refused
+        proc.wait(timeout=10)
+        for call in (lambda: store.get(ns, ["a"]), lambda: store.query(ns, unit(0), 3)):
+            with pytest.raises(VectorStoreUnavailable):
+                call()
+        with pytest.raises(VectorStoreUnavailable):
+            store.upsert(ns, [mem("b")])

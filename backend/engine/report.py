@@ -1,0 +1,74 @@
+"""The per-turn memory report: plain JSON data for the UI and the API, never reply text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from backend.memory.types import Memory, ScoredMemory
+from backend.stores.long_term import Activation, WriteOutcome
+
+
+def memory_summary(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "category": memory.category,
+        "importance": round(memory.importance, 3),
+        "subject": memory.subject,
+        "created_at": memory.created_at.isoformat(),
+        "pinned": memory.pinned,
+    }
+
+
+def scored_item(item: ScoredMemory) -> dict[str, Any]:
+    s = item.score
+    return {
+        **memory_summary(item.memory),
+        "score": {
+            "recency": round(s.recency, 4),
+            "importance": round(s.importance, 4),
+            "relevance": round(s.relevance, 4),
+            "emotion": round(s.emotion, 4),
+            "cosine": None if s.cosine is None else round(s.cosine, 4),
+            "base": round(s.base, 4),
+            "final": round(s.final, 4),
+        },
+    }
+
+
+def activation_part(activation: Activation | None) -> dict[str, Any]:
+    if activation is None:
+        return {"activated": [], "activation": {"status": "skipped"}}
+    gist = activation.retrieval.gist
+    return {
+        "activated": [scored_item(item) for item in activation.retrieval.items],
+        "activation": {
+            "embed_ms": round(activation.embed_ms, 2),
+            "search_ms": round(activation.search_ms, 2),
+            "pool": activation.pool_size,
+            "degraded": activation.degraded or activation.retrieval.degraded,
+            "gist_stage": None if gist is None else gist.stage,
+        },
+    }
+
+
+def outcomes_part(outcomes: Sequence[WriteOutcome]) -> dict[str, list[dict[str, Any]]]:
+    part: dict[str, list[dict[str, Any]]] = {
+        "written": [], "reinforced": [], "superseded": [], "rejected": []
+    }  # fmt: skip
+    for o in outcomes:
+        if o.action == "write":
+            part["written"].append(
+                {"id": o.memory_id, "content": o.content, "vector": o.has_vector}
+            )
+        elif o.action == "reinforce":
+            part["reinforced"].append({"id": o.memory_id, "content": o.content, "reason": o.reason})
+        elif o.action == "supersede":
+            part["written"].append(
+                {"id": o.memory_id, "content": o.content, "vector": o.has_vector}
+            )
+            part["superseded"].append({"id": o.target_id, "by": o.memory_id, "reason": o.reason})
+        else:
+            part["rejected"].append({"content": o.content, "reason": o.reason})
+    return part

@@ -1,0 +1,410 @@
+"""One chat turn: persist → activation ∥ hippocampus → main stream → persist → merge (turn.md).
+
+``TurnEngine.begin`` persists the user message, starts the hippocampus at once and waits
+only for activation; ``Turn.stream`` then yields the main model's text as it arrives and
+persists the reply when it ends. The merge (short-term, background, save gate,
+reinforcement, user emotion, memory report) runs in the background: the client's
+stream never waits for the hippocampus. Turns of one session are ordered — turn t+1
+begins only after the merge of turn t — while different sessions never block each other.
+
+Failure policy: the hippocampus can never break or delay a reply (failure, timeout or
+garbage → the deterministic fallback, reported); activation trouble yields no recalled
+memories; a main-model failure is raised to the caller after the partial reply has been
+stored marked ``incomplete``; the merge still runs so the next turn works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.clock import Clock
+from backend.engine import report as reports
+from backend.engine.prompt import build_main_messages
+from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
+from backend.hippocampus import (
+    HippocampusParseError,
+    HippocampusResult,
+    SessionMemoryState,
+    ShortTermItem,
+    build_messages,
+    enforce_budget,
+    hippocampus_schema,
+    merge,
+    parse_result,
+)
+from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
+from backend.memory.types import Emotion, Memory, Namespace
+from backend.personas import Persona, PersonaRegistry
+from backend.stores.long_term import Activation, LongTermMemory, WriteOutcome
+from backend.stores.sessions import Session, SessionStore
+
+log = logging.getLogger(__name__)
+
+
+class SessionConflict(Exception):
+    """The session id belongs to another user (the web layer answers 409/404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    token_budget: int = 1500
+    hippocampus_timeout_s: float = 120.0
+    use_tools: bool = False  # the chat provider supports function calling (config)
+    chat_temperature: float | None = None
+    chat_max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    user_id: str
+    text: str
+    persona_id: str | None = None
+    session_id: str | None = None
+    client_system: str | None = None
+    # Earlier messages a client sent along; they seed a NEW session only (wire.md).
+    history: Sequence[tuple[str, str]] = ()
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass
+class Turn:
+    """A turn in flight. Iterate ``stream()`` once; ``merged`` resolves to the memory report."""
+
+    session: Session
+    persona: Persona
+    turn_id: str
+    activation: Activation | None
+    messages: list[dict[str, Any]]
+    _engine: TurnEngine
+    _state: SessionMemoryState
+    _user_text: str
+    _hippocampus: asyncio.Future[tuple[HippocampusResult | None, dict[str, Any]]]
+    _release: Callable[[], None]
+    _temperature: float | None = None
+    _max_tokens: int | None = None
+    reply: str = ""
+    status: str = "pending"
+    error: str | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    merged: asyncio.Future[dict[str, Any]] | None = None
+    _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
+    _tool_recalled: list[Memory] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> Namespace:
+        return Namespace(self.session.user_id, self.persona.id)
+
+    @property
+    def recalled(self) -> list[Memory]:
+        return [] if self.activation is None else self.activation.memories
+
+    async def stream(self) -> AsyncIterator[str]:
+        """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
+        engine = self._engine
+        reply_row = await asyncio.to_thread(
+            engine.sessions.append_message, self.session.id, "assistant", "",
+            status="pending", turn_id=self.turn_id,
+        )  # fmt: skip
+        parts: list[str] = []
+        try:
+            async for text in self._generate(parts):
+                yield text
+            self.status = "complete"
+        except LLMError as exc:
+            self.status, self.error = "incomplete", str(exc)
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            self.status, self.error = "incomplete", "the client went away"
+            raise
+        finally:
+            self.reply = "".join(parts)
+            await asyncio.shield(
+                asyncio.to_thread(
+                    engine.sessions.finish_message, reply_row.id, self.reply, self.status,
+                    self.error,
+                )
+            )  # fmt: skip
+            self.merged = engine._spawn(engine._merge(self))
+
+    async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
+        engine = self._engine
+        model = engine.chat
+        messages = list(self.messages)
+        tools_on = engine.settings.use_tools and model.supports_tools
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            offer_tools = tools_on and round_ < MAX_TOOL_ROUNDS
+            calls: list[ToolCall] = []
+            async for delta in model.stream(
+                messages,
+                tools=MEMORY_TOOLS if offer_tools else None,
+                temperature=self._temperature,
+                max_tokens=self._max_tokens,
+            ):
+                if isinstance(delta, TextDelta) and delta.text:
+                    parts.append(delta.text)
+                    yield delta.text
+                elif isinstance(delta, ToolCall):
+                    calls.append(delta)
+                elif isinstance(delta, Usage):
+                    self.usage = delta
+                elif isinstance(delta, Finish):
+                    self.finish_reason = delta.reason
+            if not calls:
+                return
+            # Execute the memory tools server-side and continue the same visible answer.
+            messages.append({
+                "role": "assistant", "content": "".join(parts) or None,
+                "tool_calls": [call.as_message_part() for call in calls],
+            })  # fmt: skip
+            tools = MemoryTools(engine.long_term, self.namespace, self.session.id)
+            for call in calls:
+                result = await asyncio.to_thread(tools.execute, call.name, call.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            self._tool_outcomes += tools.outcomes
+            self._tool_recalled += tools.recalled
+
+
+class TurnEngine:
+    """Runs turns against the session store, the long-term memory and the two models."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionStore,
+        long_term: LongTermMemory,
+        chat: ChatModel,
+        hippocampus: ChatModel,
+        personas: PersonaRegistry,
+        clock: Clock,
+        settings: TurnSettings = TurnSettings(),
+    ) -> None:
+        self.sessions = sessions
+        self.long_term = long_term
+        self.chat = chat
+        self.hippocampus = hippocampus
+        self.personas = personas
+        self.clock = clock
+        self.settings = settings
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Future[Any]] = set()
+
+    # --- sessions ----------------------------------------------------------------------
+
+    async def open_session(self, request: TurnRequest) -> tuple[Session, bool]:
+        """The request's session (created if new) and whether it was created now."""
+        if request.session_id:
+            found = await asyncio.to_thread(
+                self.sessions.get_session, request.session_id, request.user_id
+            )
+            if found is not None:
+                return found, False
+        persona = self.personas.resolve(request.persona_id)
+        from backend.stores.sessions import SessionExists
+
+        try:
+            created = await asyncio.to_thread(
+                self.sessions.create_session, request.user_id, persona.id, None,
+                request.session_id,
+            )  # fmt: skip
+        except SessionExists as exc:
+            raise SessionConflict(request.session_id) from exc
+        return created, True
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    # --- the turn ----------------------------------------------------------------------
+
+    async def begin(self, request: TurnRequest) -> Turn:
+        """Persist the user message, start the hippocampus, wait for activation only."""
+        session, created = await self.open_session(request)
+        persona = self.personas.get(session.persona_id) or self.personas.default
+        lock = self._lock(session.id)
+        await lock.acquire()  # released when this turn's merge is done
+        try:
+            return await self._begin_locked(request, session, persona, created, lock.release)
+        except BaseException:
+            lock.release()
+            raise
+
+    async def _begin_locked(
+        self, request: TurnRequest, session: Session, persona: Persona, created: bool,
+        release: Callable[[], None],
+    ) -> Turn:  # fmt: skip
+        turn_id = uuid.uuid4().hex
+        state = await self._load_state(session.id)
+        if created and request.history:
+            state = await self._seed(session.id, state, request.history)
+        # 1. The user's message is committed before any model is called.
+        await asyncio.to_thread(
+            self.sessions.append_message, session.id, "user", request.text,
+            status="complete", turn_id=turn_id,
+        )  # fmt: skip
+        ns = Namespace(session.user_id, persona.id)
+        # 2. Hippocampus starts now and never blocks the reply.
+        hippocampus = self._spawn(self._run_hippocampus(state, request.text, persona))
+        target = state.user_emotion.label if state.user_emotion else None
+        activation: Activation | None
+        try:
+            activation = await asyncio.to_thread(
+                self.long_term.activate, ns, request.text, target_emotion=target
+            )
+        except Exception:  # retrieval failure never fails a turn
+            log.exception("activation failed for session %s", session.id)
+            activation = None
+        messages = build_main_messages(
+            system_prompt=persona.system_prompt,
+            client_system=request.client_system,
+            state=state,
+            memories=[] if activation is None else activation.memories,
+            user_message=request.text,
+        )
+        return Turn(
+            session=session, persona=persona, turn_id=turn_id, activation=activation,
+            messages=messages, _engine=self, _state=state, _user_text=request.text,
+            _hippocampus=hippocampus, _release=release,
+            _temperature=request.temperature or self.settings.chat_temperature,
+            _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
+        )  # fmt: skip
+
+    async def _load_state(self, session_id: str) -> SessionMemoryState:
+        raw = await asyncio.to_thread(self.sessions.load_state, session_id)
+        return SessionMemoryState.from_dict({
+            "background": raw.background, "short_term": list(raw.short_term),
+            "user_emotion": raw.user_emotion,
+        })  # fmt: skip
+
+    async def _seed(
+        self, session_id: str, state: SessionMemoryState, history: Sequence[tuple[str, str]]
+    ) -> SessionMemoryState:
+        items = [
+            ShortTermItem(role=role, text=text)  # type: ignore[arg-type]
+            for role, text in history
+            if role in ("user", "assistant") and text.strip()
+        ]
+        for item in items:
+            await asyncio.to_thread(
+                self.sessions.append_message, session_id, item.role, item.text, status="complete"
+            )
+        budgeted = enforce_budget(items, token_budget=self.settings.token_budget)
+        seeded = SessionMemoryState(state.background, tuple(budgeted), state.user_emotion)
+        await self._save_state(session_id, seeded)
+        return seeded
+
+    async def _save_state(self, session_id: str, state: SessionMemoryState) -> None:
+        data = state.to_dict()
+        await asyncio.to_thread(
+            self.sessions.save_state, session_id, data["background"], data["short_term"],
+            data["user_emotion"],
+        )  # fmt: skip
+
+    async def _run_hippocampus(
+        self, state: SessionMemoryState, text: str, persona: Persona
+    ) -> tuple[HippocampusResult | None, dict[str, Any]]:
+        started = time.perf_counter()
+        info: dict[str, Any] = {"status": "ok", "model": self.hippocampus.model}
+        try:
+            messages = build_messages(state, text, persona_focus=persona.hippocampus_focus)
+            completion = await asyncio.wait_for(
+                self.hippocampus.complete(messages, json_schema=hippocampus_schema()),
+                timeout=self.settings.hippocampus_timeout_s,
+            )
+            result = parse_result(completion.text, state)
+            if result.dropped:
+                info["dropped"] = list(result.dropped)
+        except TimeoutError:
+            result, info["status"] = None, "timeout"
+        except HippocampusParseError as exc:
+            result, info["status"], info["error"] = None, "garbage", str(exc)[:300]
+        except LLMError as exc:
+            result, info["status"], info["error"] = None, "failed", str(exc)[:300]
+        except Exception as exc:  # the hippocampus must never break a turn
+            log.exception("hippocampus crashed")
+            result, info["status"], info["error"] = None, "failed", type(exc).__name__
+        info["ms"] = round((time.perf_counter() - started) * 1e3, 1)
+        return result, info
+
+    async def _merge(self, turn: Turn) -> dict[str, Any]:
+        """Step 5 of turn.md; always releases the session for the next turn."""
+        try:
+            result, info = await turn._hippocampus
+            state = merge(
+                turn._state, result, turn._user_text, turn.reply,
+                token_budget=self.settings.token_budget,
+            )  # fmt: skip
+            await self._save_state(turn.session.id, state)
+            ns = turn.namespace
+            outcomes: list[WriteOutcome] = list(turn._tool_outcomes)
+            recalled = [*turn.recalled, *turn._tool_recalled]
+            if result is not None and result.long_term:
+                try:
+                    outcomes += await asyncio.to_thread(
+                        self.long_term.write, ns, list(result.long_term), recalled=recalled,
+                        source_session=turn.session.id,
+                    )  # fmt: skip
+                except Exception as exc:
+                    log.exception("long-term write failed for session %s", turn.session.id)
+                    info["write_error"] = type(exc).__name__
+            used = [m.id for m in recalled]
+            if used and turn.status == "complete":
+                try:
+                    await asyncio.to_thread(self.long_term.reinforce, ns, used)
+                except Exception:
+                    log.exception("reinforcement failed for session %s", turn.session.id)
+            report: dict[str, Any] = {
+                "turn_id": turn.turn_id,
+                **reports.activation_part(turn.activation),
+                **reports.outcomes_part(outcomes),
+                "hippocampus": info,
+                "reply": {"status": turn.status, "error": turn.error},
+                "user_emotion": _emotion_dict(state.user_emotion),
+            }
+            await asyncio.to_thread(
+                self.sessions.save_turn_report, turn.session.id, turn.turn_id, report
+            )
+            return report
+        finally:
+            turn._release()
+
+    def _spawn(self, coro: Any) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def abandon(self, turn: Turn) -> None:
+        """Close a turn whose stream will never be read (the client left before it began)."""
+        if turn.merged is None:
+            turn.status, turn.error = "incomplete", "the client went away"
+            turn.merged = self._spawn(self._merge(turn))
+        await asyncio.shield(turn.merged)
+
+    async def run(self, request: TurnRequest) -> tuple[Turn, dict[str, Any]]:
+        """A whole turn without streaming: the reply text is in ``turn.reply``."""
+        turn = await self.begin(request)
+        async for _ in turn.stream():
+            pass
+        assert turn.merged is not None
+        return turn, await turn.merged
+
+    async def drain(self) -> None:
+        """Wait for every pending hippocampus run and merge (graceful shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+
+def _emotion_dict(emotion: Emotion | None) -> dict[str, Any] | None:
+    return None if emotion is None else {"label": emotion.label, "intensity": emotion.intensity}
+
+
+def tool_result(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False)
