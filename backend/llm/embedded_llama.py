@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,6 +51,24 @@ _INSTALL_HINT = (
     "run ./install.sh (without the option that skips the embedded model), "
     "or configure a remote OpenAI-compatible provider instead"
 )
+
+# llama.cpp turns ``maxLength: n`` into n nested optional characters; at n = 1200 its
+# sampler crashed (SIGSEGV, llama-cpp-python 0.3.36), at 300 it ran fine. Longer bounds
+# are capped here; the caller's parser accepts what comes.
+GRAMMAR_MAX_STRING_LENGTH = 300
+
+
+def cap_string_lengths(schema: Any, cap: int) -> Any:
+    """A copy of ``schema`` with every ``maxLength`` at most ``cap``."""
+    if isinstance(schema, Mapping):
+        out = {key: cap_string_lengths(value, cap) for key, value in schema.items()}
+        if isinstance(out.get("maxLength"), int):
+            out["maxLength"] = min(out["maxLength"], cap)
+        return out
+    if isinstance(schema, list):
+        return [cap_string_lengths(item, cap) for item in schema]
+    return schema
+
 
 # A tiny model repeats itself without a penalty; 1.2 keeps schema-constrained JSON from
 # looping on one array item (measured with SmolLM2-135M on the hippocampus schema).
@@ -338,7 +356,10 @@ class EmbeddedLlamaChatModel:
             # The grammar does the constraining, as a json_schema response_format does with
             # a server: the schema is not repeated in the prompt (the caller's prompt says
             # what the fields mean, and a small model's prompt evaluation is not free).
-            arguments["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
+            arguments["response_format"] = {
+                "type": "json_object",
+                "schema": cap_string_lengths(json_schema, GRAMMAR_MAX_STRING_LENGTH),
+            }
         arguments["messages"] = wire
         return arguments
 

@@ -2,6 +2,15 @@
 
 memory-model.md, "Retrieval (activation)", steps 2-5. The store is responsible for
 step 1 (the candidate pool); this module never does I/O.
+
+Two scoring modes (``RetrievalPolicy.mode``):
+
+- ``limbic``: ``backend.memory.scoring`` (the golden fixture's rule), then GIST over
+  cosine distances, exactly as the spec describes;
+- ``hybrid`` (the app's default, docs/memory-model.md): ``backend.memory.hybrid`` scores
+  cosine + BM25 + importance, memories whose relevance evidence is below
+  ``min_relevance`` are dropped, restatements of a better-scored memory are collapsed
+  (``same_fact``), and GIST runs over the survivors with the same "fact" distance.
 """
 
 from __future__ import annotations
@@ -13,6 +22,14 @@ from datetime import datetime
 import numpy as np
 
 from backend.memory.gist import GistResult, distance_matrix, gist_select
+from backend.memory.hybrid import (
+    CorpusStats,
+    collapse_restatements,
+    cosine_trust,
+    fact_similarity,
+    relevance_evidence,
+    score_hybrid,
+)
 from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 
@@ -28,6 +45,10 @@ class Retrieval:
     items: tuple[ScoredMemory, ...]
     gist: GistResult | None = None
     degraded: str | None = None
+    # hybrid: ids left out as restatements of a better-scored memory, and how many
+    # candidates fell below ``min_relevance``.
+    collapsed: tuple[str, ...] = ()
+    below_relevance: int = 0
 
 
 def _usable_vector(memory: Memory) -> np.ndarray | None:
@@ -40,11 +61,19 @@ def _usable_vector(memory: Memory) -> np.ndarray | None:
     return array if float(np.dot(array, array)) > 0.0 else None
 
 
-def diversify(ranked: Sequence[ScoredMemory], *, k: int, lam: float, eps: float = 0.1) -> Retrieval:
+def diversify(
+    ranked: Sequence[ScoredMemory],
+    *,
+    k: int,
+    lam: float,
+    eps: float = 0.1,
+    distances: np.ndarray | None = None,
+) -> Retrieval:
     """GIST over the ranked rows that have vectors, then fill up to ``k`` preserving spread.
 
     Diversity changes membership, never order: the result keeps ``ranked``'s order. A row
     without a vector is always admitted by the fill. The result may hold fewer than ``k``
+    rows. ``distances`` (``len(ranked)`` square) replaces the cosine distance between
     rows. Failure policy: ragged dimensions, fewer than two vectors or any GIST error
     degrade to plain top-k (``degraded`` says why); this function never raises for data.
     """
@@ -60,7 +89,13 @@ def diversify(ranked: Sequence[ScoredMemory], *, k: int, lam: float, eps: float 
     matrix = np.stack([vectors[i] for i in with_vector])  # type: ignore[misc]
     weights = np.array([max(0.0, ranked[i].score.final) for i in with_vector], dtype=np.float64)
     try:
-        distances = distance_matrix(matrix, "cosine")
+        if distances is None:
+            distances = distance_matrix(matrix, "cosine")
+        else:
+            rows = np.asarray(with_vector)
+            distances = np.ascontiguousarray(
+                np.asarray(distances, dtype=np.float32)[np.ix_(rows, rows)]
+            )
         result = gist_select(
             matrix, weights, k=k, lam=lam, eps=eps, metric="cosine", distances=distances
         )
@@ -94,9 +129,19 @@ def retrieve(
     query_vector: np.ndarray | None,
     target_emotion: str | None,
     policy: RetrievalPolicy = RetrievalPolicy(),
+    stats: CorpusStats | None = None,
 ) -> Retrieval:
-    """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order."""
+    """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
+
+    ``stats``: the namespace's corpus statistics for the hybrid BM25 channel (``None``:
+    computed over the pool); the limbic mode ignores them.
+    """
     live = [memory for memory in pool if not memory.is_superseded]
+    if policy.mode == "hybrid":
+        return _retrieve_hybrid(
+            live, now=now, query_text=query_text, query_vector=query_vector,
+            target_emotion=target_emotion, policy=policy, stats=stats,
+        )  # fmt: skip
     ranked = score_pool(
         live,
         now=now,
@@ -106,3 +151,45 @@ def retrieve(
         weights=policy.weights,
     )
     return diversify(ranked, k=policy.k, lam=policy.lam, eps=policy.eps)
+
+
+def _retrieve_hybrid(
+    live: Sequence[Memory],
+    *,
+    now: datetime,
+    query_text: str,
+    query_vector: np.ndarray | None,
+    target_emotion: str | None,
+    policy: RetrievalPolicy,
+    stats: CorpusStats | None,
+) -> Retrieval:
+    weights = policy.hybrid
+    ranked = score_hybrid(
+        live, now=now, query_text=query_text, query_vector=query_vector,
+        target_emotion=target_emotion, weights=weights, stats=stats,
+    )  # fmt: skip
+    below = 0
+    if policy.min_relevance > 0:
+        trust = cosine_trust(query_text, weights)
+        kept_ranked = [
+            item
+            for item in ranked
+            if relevance_evidence(item.score, trust, weights) >= policy.min_relevance
+        ]
+        below = len(ranked) - len(kept_ranked)
+        ranked = kept_ranked
+    if policy.k <= 0 or not ranked:
+        return Retrieval(items=(), below_relevance=below)
+    similarity = fact_similarity([item.memory for item in ranked], stats, weights)
+    kept = collapse_restatements(similarity, policy.same_fact)
+    kept_set = set(kept)
+    collapsed = tuple(item.memory.id for i, item in enumerate(ranked) if i not in kept_set)
+    survivors = [ranked[i] for i in kept]
+    distances = 1.0 - similarity[np.ix_(kept, kept)]
+    result = diversify(
+        survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances
+    )
+    return Retrieval(
+        items=result.items, gist=result.gist, degraded=result.degraded,
+        collapsed=collapsed, below_relevance=below,
+    )  # fmt: skip

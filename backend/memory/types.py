@@ -142,6 +142,30 @@ class ScoreWeights:
 
 
 @dataclass(frozen=True, slots=True)
+class HybridWeights:
+    """Channel weights of the ``hybrid`` score (``backend.memory.hybrid``; docs/memory-model.md).
+
+    ``final = (cosine*c + relevance*r + importance*i + recency*t + emotion*e) / sum(weights)``
+    where ``r`` is the lexical (BM25) channel. ``cjk_cosine`` is how far the cosine of CJK
+    query text is trusted: the untrusted share of the cosine weight moves to the lexical
+    channel (0 suits the local MiniLM embedder, whose vocabulary has almost no CJK; use 1
+    with a multilingual embedder). ``relevance_scale``: BM25 is divided by
+    ``relevance_scale * ln(1 + N)`` (N = documents in the namespace) and clipped to 1.
+    """
+
+    cosine: float = 0.6
+    relevance: float = 0.2
+    importance: float = 0.2
+    recency: float = 0.0
+    emotion: float = 0.0
+    recency_half_life_days: float = 7.0
+    cjk_cosine: float = 0.0
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    relevance_scale: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
 class ScoreBreakdown:
     """Every channel of one memory's score; ``cosine`` is ``None`` when MISSING, never 0."""
 
@@ -168,6 +192,16 @@ class RetrievalPolicy:
     lam: float = 0.5
     eps: float = 0.1
     weights: ScoreWeights = ScoreWeights()
+    # ``limbic`` scores with ``weights`` (the golden fixture's rule); ``hybrid`` with
+    # ``hybrid`` (cosine + BM25 lexical + importance) and collapses restatements first.
+    mode: Literal["limbic", "hybrid"] = "limbic"
+    hybrid: HybridWeights = HybridWeights()
+    # hybrid: two memories at least this similar (``hybrid.fact_similarity``) state one
+    # fact; only the better-scored one stays a candidate for GIST.
+    same_fact: float = 0.5
+    # hybrid: memories whose relevance evidence (cosine and lexical, in [0, 1]) is below
+    # this are not activated at all (an off-topic message recalls little or nothing).
+    min_relevance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +224,9 @@ class ActivationPolicy:
     salient_min_importance: float = 0.7
     salient_days: float = 30.0
     keyword_n: int = 10  # lexical candidates per query keyword (helps when cosine is weak)
+    # Candidates from the lexical index (``backend.stores.lexical_index``), best BM25
+    # first; 0: no lexical index is kept or consulted.
+    lexical_pool: int = 0
     # Memories below the save gate's importance bar would never have been written by this
     # app (imports and legacy data can hold them); activation leaves them out.
     min_importance: float = 0.4

@@ -325,11 +325,11 @@ class ChromaVectorStore:
         filters = codec.list_filters(category, text, include_superseded)
 
         def op(pair: _Pair) -> builtins.list[Memory]:
-            keys = sorted(
-                codec.created_key(rid, meta)
-                for coll in (pair.vec, pair.novec)
-                for rid, meta in codec.scan(coll, ["metadatas"], **filters)
-            )
+            created: dict[str, float] = {}  # the _vec copy first, should both exist
+            for coll in (pair.vec, pair.novec):
+                for rid, meta in codec.scan(coll, ["metadatas"], **filters):
+                    created.setdefault(rid, float(meta["created_ts"]))
+            keys = sorted((ts, rid) for rid, ts in created.items())
             page = [rid for _, rid in keys[offset : offset + limit]]
             found = codec.fetch(pair.vec, pair.novec, page)
             return [found[i] for i in page if i in found]
@@ -350,8 +350,12 @@ class ChromaVectorStore:
             if category is None and not text and include_superseded:
                 return pair.vec.count() + pair.novec.count()
             filters = codec.list_filters(category, text, include_superseded)
-            return sum(
-                1 for coll in (pair.vec, pair.novec) for _ in codec.scan(coll, [], **filters)
+            return len(
+                {
+                    rid
+                    for coll in (pair.vec, pair.novec)
+                    for rid, _ in codec.scan(coll, [], **filters)
+                }
             )
 
         return self._run(ns, False, op, 0)

@@ -2,8 +2,13 @@
 
 This is where the pure engine meets storage: embeddings are computed, neighbours are
 read, the gate decides and the decision is applied; activation gathers a candidate pool
-(ANN neighbours ∪ salient memories ∪ keyword matches) and hands it to
+(ANN neighbours ∪ salient memories ∪ lexical-index or keyword matches) and hands it to
 ``backend.memory.retrieve``.
+
+When the activation policy asks for lexical candidates (``lexical_pool > 0``, the hybrid
+default), a ``LexicalIndex`` is kept beside the store (``backend.stores.lexical_index``):
+the store is wrapped in an ``IndexedVectorStore`` so that every write below mirrors into
+the index, and each namespace is loaded into it on its first activation.
 
 Failure policy:
 - an embedder that is down costs the cosine channel, never a write: the memory is
@@ -30,6 +35,7 @@ from backend.clock import Clock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.memory import gate
 from backend.memory.decay import should_fade
+from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.retrieve import Retrieval, retrieve
 from backend.memory.types import (
@@ -42,6 +48,7 @@ from backend.memory.types import (
     clamp01,
     normalise_category,
 )
+from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex, LexicalIndex
 from backend.stores.memory_jsonl import InvalidMemoryLine, decode_line, encode_line
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
@@ -105,8 +112,14 @@ class LongTermMemory:
         gate_policy: GatePolicy = GatePolicy(),
         activation: ActivationPolicy = ActivationPolicy(),
         id_factory: Callable[[], str] = _new_id,
+        lexical: LexicalIndex | None = None,
     ) -> None:
-        self.store = store
+        if lexical is None and activation.lexical_pool > 0:
+            lexical = InMemoryLexicalIndex()
+        self.lexical = lexical
+        self.store: VectorStore = (
+            store if lexical is None else IndexedVectorStore(store, lexical)
+        )
         self.embedder = embedder
         self.clock = clock
         self.gate_policy = gate_policy
@@ -137,10 +150,22 @@ class LongTermMemory:
 
     # --- activation --------------------------------------------------------------------
 
+    def _lexical_ready(self, ns: Namespace) -> LexicalIndex | None:
+        """The lexical index with ``ns`` loaded, or ``None`` when none is kept."""
+        if self.lexical is None or self.activation.lexical_pool <= 0:
+            return None
+        self.lexical.ensure(ns, lambda: self.store.iter_all(ns))
+        return self.lexical
+
     def candidate_pool(
         self, ns: Namespace, query_text: str, query_vector: np.ndarray | None
     ) -> list[Memory]:
-        """ANN neighbours ∪ salient memories ∪ keyword matches, live and above the floor."""
+        """ANN neighbours ∪ salient memories ∪ lexical matches, live and above the floor.
+
+        Lexical matches come from the lexical index when one is kept (``lexical_pool``
+        best BM25 candidates); otherwise, without a query vector only, from a bounded
+        text scan per query keyword.
+        """
         policy = self.activation
         now = self.clock.now()
         found: dict[str, Memory] = {}
@@ -152,7 +177,16 @@ class LongTermMemory:
             ns, since=since, min_importance=policy.salient_min_importance, n=policy.salient_n
         ):
             found.setdefault(memory.id, memory)
-        if query_vector is None and policy.keyword_n > 0:
+        index = self._lexical_ready(ns)
+        if index is not None:
+            hits = index.search(
+                ns, lexical_tokens(query_text), policy.lexical_pool,
+                min_importance=policy.min_importance,
+            )  # fmt: skip
+            wanted = [memory_id for memory_id, _score in hits if memory_id not in found]
+            for memory in self.store.get(ns, wanted):
+                found.setdefault(memory.id, memory)
+        elif query_vector is None and policy.keyword_n > 0:
             # Without a query vector the pool would be salient memories only: add memories
             # whose text contains a query keyword (a bounded scan per keyword).
             for keyword in extract_keywords(query_text)[:5]:
@@ -190,13 +224,16 @@ class LongTermMemory:
                 Retrieval(items=()), query_vector, (embedded - started) * 1e3, 0.0, 0,
                 degraded=f"store unavailable: {exc}",
             )  # fmt: skip
+        chosen = policy or self.activation.retrieval
+        stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         result = retrieve(
             pool,
             now=self.clock.now(),
             query_text=query_text,
             query_vector=query_vector,
             target_emotion=target_emotion,
-            policy=policy or self.activation.retrieval,
+            policy=chosen,
+            stats=stats,
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
@@ -204,6 +241,19 @@ class LongTermMemory:
             result, query_vector, (embedded - started) * 1e3, (done - embedded) * 1e3, len(pool),
             degraded=degraded,
         )  # fmt: skip
+
+    def corpus_stats(
+        self, ns: Namespace, query_text: str, pool: Sequence[Memory]
+    ) -> CorpusStats | None:
+        """The namespace's BM25 statistics for the query's and the pool's tokens, from the
+        lexical index; ``None`` (the scorer then uses the pool's own) when none is kept."""
+        if self.lexical is None or self.activation.lexical_pool <= 0:
+            return None
+        tokens = set(lexical_tokens(query_text))
+        for memory in pool:
+            tokens.update(memory_tokens(memory))
+        stats = self.lexical.stats(ns, tokens)
+        return stats if stats.n_docs > 0 else None
 
     def reinforce(self, ns: Namespace, ids: Iterable[str]) -> int:
         """Mark memories as used in a reply: access count + 1, last access now."""

@@ -1,0 +1,177 @@
+"""Build the app's services from settings: the one place that wires real components.
+
+Called from the FastAPI lifespan and the CLI, never at import time. Tests build a
+``Services`` with fakes instead.
+
+Failure policy: bad configuration or a broken install (model files missing or altered,
+a data directory that cannot be written) raises ``StartupError`` with a message that
+says what to do; nothing is half-created. A Chroma *server* that is down at start is
+the exception: the app starts and activation degrades until it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from backend.clock import Clock, SystemClock
+from backend.config import Settings
+from backend.embeddings.port import Embedder, EmbedderUnavailable
+from backend.engine.turn import TurnEngine, TurnSettings
+from backend.llm.port import ChatModel, LLMError
+from backend.personas import PersonaError, PersonaRegistry
+from backend.stores.long_term import LongTermMemory
+from backend.stores.sessions import SessionStore
+from backend.stores.vector_port import VectorStore
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The app cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Services:
+    settings: Settings
+    clock: Clock
+    sessions: SessionStore
+    store: VectorStore
+    embedder: Embedder | None
+    long_term: LongTermMemory
+    chat: ChatModel
+    hippocampus: ChatModel
+    personas: PersonaRegistry
+    engine: TurnEngine
+
+    async def aclose(self) -> None:
+        await self.engine.drain()
+        for model in {id(self.chat): self.chat, id(self.hippocampus): self.hippocampus}.values():
+            await model.aclose()
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()
+        self.sessions.close()
+
+
+def _check_writable(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StartupError(f"cannot create the data directory {directory}: {exc}") from exc
+    if not os.access(directory, os.W_OK):
+        raise StartupError(
+            f"the data directory {directory} is read-only; point storage.data_dir "
+            "(or LM_DATA_DIR) at a writable directory"
+        )
+    probe = directory / ".write-probe"
+    try:
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise StartupError(
+            f"cannot write to {directory} ({exc.strerror}); is the disk full?"
+        ) from exc
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    role = settings.embedding
+    if role.provider == "embedded":
+        from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+
+        try:
+            return LocalMiniLMEmbedder(intra_op_threads=role.threads)
+        except EmbedderUnavailable as exc:
+            raise StartupError(str(exc)) from exc
+    from backend.embeddings.openai_compat import OpenAICompatEmbedder
+
+    return OpenAICompatEmbedder(
+        base_url=role.base_url, model=role.model, api_key=role.api_key_value(),
+        dimensions=role.dimensions, timeout=role.timeout, batch_size=role.batch_size,
+        max_retries=role.max_retries,
+    )  # fmt: skip
+
+
+def build_store(settings: Settings) -> VectorStore:
+    from backend.stores.chroma_store import ChromaVectorStore
+
+    url = settings.storage.chroma_url
+    if url:
+        parts = urlsplit(url)
+        return ChromaVectorStore.http(
+            parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 8000),
+            ssl=parts.scheme == "https",
+        )  # fmt: skip
+    return ChromaVectorStore.persistent(settings.storage.data_dir / "chroma")
+
+
+def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
+    from backend.llm.factory import build_chat_model as build
+
+    role: Any = getattr(settings, role_name)
+    options: dict[str, Any]
+    if role.provider == "embedded":
+        options = {
+            "model_path": role.model_path, "n_ctx": role.n_ctx, "n_threads": role.n_threads,
+            "temperature": role.temperature, "max_tokens": role.max_tokens,
+            "repeat_penalty": role.repeat_penalty,
+        }  # fmt: skip
+    else:
+        options = {
+            "base_url": role.base_url, "model": role.model, "api_key": role.api_key_value() or "",
+            "temperature": role.temperature, "max_tokens": role.max_tokens,
+            "timeout": role.timeout, "max_retries": role.max_retries,
+        }  # fmt: skip
+        if role_name == "chat":
+            options["supports_tools"] = role.tools
+    try:
+        return build(role.provider, **options)
+    except LLMError as exc:
+        raise StartupError(f"{role_name}: {exc}") from exc
+
+
+def turn_settings(settings: Settings) -> TurnSettings:
+    chat: Any = settings.chat
+    hippocampus: Any = settings.hippocampus
+    return TurnSettings(
+        token_budget=settings.memory.short_term_token_budget,
+        hippocampus_timeout_s=float(getattr(hippocampus, "timeout", 300.0)),
+        use_tools=bool(getattr(chat, "tools", False)),
+    )
+
+
+def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+    """Every real component, wired. Raises ``StartupError`` with a clear message."""
+    clock = clock or SystemClock()
+    _check_writable(settings.storage.data_dir)
+    try:
+        personas = PersonaRegistry.load(
+            Path(settings.server.personas_dir), settings.server.default_persona,
+            base_memory=settings.memory,
+        )  # fmt: skip
+    except PersonaError as exc:
+        raise StartupError(str(exc)) from exc
+    embedder = build_embedder(settings)
+    store = build_store(settings)
+    sessions = SessionStore(settings.storage.sessions_db, clock)
+    interrupted = sessions.mark_incomplete_pending()
+    if interrupted:
+        log.warning("marked %d interrupted replies as incomplete", interrupted)
+    long_term = LongTermMemory(
+        store, embedder, clock, gate_policy=settings.memory.gate_policy(),
+        activation=settings.memory.activation_policy(),
+    )  # fmt: skip
+    chat = build_chat_model(settings, "chat")
+    # One model instance per role, so the two LLMs really run in parallel.
+    hippocampus = build_chat_model(settings, "hippocampus")
+    engine = TurnEngine(
+        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
+        personas=personas, clock=clock, settings=turn_settings(settings),
+    )  # fmt: skip
+    return Services(
+        settings, clock, sessions, store, embedder, long_term, chat, hippocampus, personas, engine
+    )
