@@ -329,33 +329,41 @@ def _unit_rows(memories: Sequence[Memory]) -> tuple[np.ndarray, np.ndarray]:
     return rows, ok
 
 
+def _token_cosines(docs: Sequence[frozenset[str]], corpus: CorpusStats) -> np.ndarray:
+    """Cosine of IDF-weighted binary token vectors, pairwise (0 for an empty set)."""
+    vocab: dict[str, int] = {}
+    for tokens in docs:
+        for token in tokens:
+            vocab.setdefault(token, len(vocab))
+    matrix = np.zeros((len(docs), max(1, len(vocab))))
+    for i, tokens in enumerate(docs):
+        for token in tokens:
+            matrix[i, vocab[token]] = corpus.idf(token)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return matrix @ matrix.T
+
+
 def fact_similarity(
     memories: Sequence[Memory],
     stats: CorpusStats | None = None,
     weights: HybridWeights = DEFAULT_HYBRID,
 ) -> np.ndarray:
-    """Pairwise "same fact" similarity in [0, 1]: ``max(cosine, token cosine)``.
+    """Pairwise "same fact" similarity in [0, 1], diagonal 1: the largest of
 
-    The token cosine is the cosine of IDF-weighted token sets (:func:`memory_tokens`).
-    The vector cosine of two CJK memories counts only ``cjk_cosine`` of itself (see
-    :func:`cosine_trust`); a missing vector contributes nothing. Diagonal 1.
+    - the vector cosine (of two CJK memories only ``cjk_cosine`` of it, see
+      :func:`cosine_trust`; nothing when a vector is missing);
+    - the cosine of their IDF-weighted token sets (:func:`memory_tokens`);
+    - the same over their stored keywords alone: the extractor labels restatements of
+      one fact with much the same keywords, whatever the wording.
     """
     n = len(memories)
     if n == 0:
         return np.zeros((0, 0))
     docs = [memory_tokens(m) for m in memories]
+    keyword_docs = [lexical_tokens("", m.keywords) for m in memories]
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
-    vocab: dict[str, int] = {}
-    for tokens in docs:
-        for token in tokens:
-            vocab.setdefault(token, len(vocab))
-    lexical = np.zeros((n, max(1, len(vocab))))
-    for i, tokens in enumerate(docs):
-        for token in tokens:
-            lexical[i, vocab[token]] = corpus.idf(token)
-    norms = np.linalg.norm(lexical, axis=1, keepdims=True)
-    lexical = np.divide(lexical, norms, out=np.zeros_like(lexical), where=norms > 0)
-    similarity = lexical @ lexical.T
+    similarity = np.maximum(_token_cosines(docs, corpus), _token_cosines(keyword_docs, corpus))
     rows, ok = _unit_rows(memories)
     if ok.sum() >= 2:
         cos = rows @ rows.T

