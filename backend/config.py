@@ -48,7 +48,13 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from backend.memory.types import ActivationPolicy, GatePolicy, RetrievalPolicy, ScoreWeights
+from backend.memory.types import (
+    ActivationPolicy,
+    GatePolicy,
+    HybridWeights,
+    RetrievalPolicy,
+    ScoreWeights,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +62,8 @@ ROLES = ("chat", "hippocampus", "embedding")
 PROVIDERS = ("embedded", "openai")
 PERSONA_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _DEFAULTS = ScoreWeights()
+_HYBRID = HybridWeights()
+_RETRIEVAL = RetrievalPolicy()
 _GATE = GatePolicy()
 _FLOAT32_EPS = 1.1920929e-07  # GIST's lower bound for eps (memory-model.md)
 
@@ -214,6 +222,30 @@ class WeightsSettings(_Section):
     recency_half_life_days: float = Field(_DEFAULTS.recency_half_life_days, gt=0, le=3650)
 
 
+class HybridSettings(_Section):
+    """Channel weights of the ``hybrid`` mode; defaults are ``HybridWeights()``'s
+    (docs/memory-model.md, "Hybrid mode")."""
+
+    cosine: _Unit = _HYBRID.cosine
+    relevance: _Unit = _HYBRID.relevance  # the BM25 lexical channel
+    importance: _Unit = _HYBRID.importance
+    recency: _Unit = _HYBRID.recency
+    emotion: _Unit = _HYBRID.emotion
+    recency_half_life_days: float = Field(_HYBRID.recency_half_life_days, gt=0, le=3650)
+    # Trust in the cosine of CJK query text: 0 for the local MiniLM (English vocabulary),
+    # 1 for a multilingual embedder.
+    cjk_cosine: _Unit = _HYBRID.cjk_cosine
+    bm25_k1: float = Field(_HYBRID.bm25_k1, ge=0, le=10)
+    bm25_b: _Unit = _HYBRID.bm25_b
+    relevance_scale: float = Field(_HYBRID.relevance_scale, gt=0, le=100)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> HybridSettings:
+        if self.cosine + self.relevance + self.importance + self.recency + self.emotion <= 0:
+            raise ValueError("at least one hybrid channel weight must be positive")
+        return self
+
+
 class SalientSettings(_Section):
     """Recent important memories added to the pool without a semantic match."""
 
@@ -232,12 +264,21 @@ class GateSettings(_Section):
 
 
 class MemorySettings(_Section):
+    # hybrid: cosine + BM25 + importance, restatements collapsed, lexical candidates
+    # (docs/memory-model.md); limbic: the spec's scoring (golden fixture) + GIST.
     mode: Literal["hybrid", "limbic"] = "hybrid"
-    weights: WeightsSettings = WeightsSettings()
+    weights: WeightsSettings = WeightsSettings()  # limbic mode's channel weights
+    hybrid: HybridSettings = HybridSettings()  # hybrid mode's channel weights
     lam: float = Field(0.5, alias="lambda", ge=0, le=100)
     eps: float = Field(0.1, ge=_FLOAT32_EPS, le=1)
     pool: int = Field(50, ge=1, le=1000)
     k: int = Field(8, ge=1, le=100)
+    # hybrid only: candidates from the lexical index (0: none, no index kept) ...
+    lexical_pool: int = Field(30, ge=0, le=1000)
+    # ... the similarity at which two memories count as one fact (above 1: never) ...
+    same_fact: float = Field(_RETRIEVAL.same_fact, ge=0, le=2)
+    # ... and the relevance evidence below which a memory is not recalled (0: off).
+    min_relevance: _Unit = _RETRIEVAL.min_relevance
     salient: SalientSettings = SalientSettings()
     gate: GateSettings = GateSettings()
     short_term_token_budget: int = Field(1500, ge=100, le=200_000)
@@ -252,10 +293,21 @@ class MemorySettings(_Section):
     def score_weights(self) -> ScoreWeights:
         return ScoreWeights(**self.weights.model_dump())
 
+    def hybrid_weights(self) -> HybridWeights:
+        return HybridWeights(**self.hybrid.model_dump())
+
     def retrieval_policy(self) -> RetrievalPolicy:
-        """``limbic`` mode ranks by score alone: GIST with lambda 0 is plain top-k."""
-        lam = 0.0 if self.mode == "limbic" else self.lam
-        return RetrievalPolicy(k=self.k, lam=lam, eps=self.eps, weights=self.score_weights())
+        """The ranking of either mode; both diversify with GIST at ``lambda``."""
+        return RetrievalPolicy(
+            k=self.k,
+            lam=self.lam,
+            eps=self.eps,
+            weights=self.score_weights(),
+            mode=self.mode,
+            hybrid=self.hybrid_weights(),
+            same_fact=self.same_fact,
+            min_relevance=self.min_relevance,
+        )
 
     def gate_policy(self) -> GatePolicy:
         return GatePolicy(**self.gate.model_dump())
@@ -269,6 +321,7 @@ class MemorySettings(_Section):
             salient_min_importance=self.salient.min_importance,
             salient_days=self.salient.days,
             min_importance=self.gate.min_importance,
+            lexical_pool=self.lexical_pool if self.mode == "hybrid" else 0,
         )
 
     def with_overrides(self, overrides: Mapping[str, Any], *, source: str) -> MemorySettings:

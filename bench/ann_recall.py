@@ -174,14 +174,17 @@ def other_operations(store: ChromaVectorStore, n: int) -> None:
     since = T0 + timedelta(seconds=n * 0.9)  # the most recent 10%
     ids = [f"m{i:07d}" for i in range(0, n, max(1, n // 50))][:50]
     rows: list[tuple[str, Callable[[], object], int]] = [
-        ("salient(n=5, last 10%, importance >= 0.7)",
-         lambda: store.salient(NS, since=since, min_importance=0.7, n=5), 20),
+        (
+            "salient(n=5, last 10%, importance >= 0.7)",
+            lambda: store.salient(NS, since=since, min_importance=0.7, n=5),
+            20,
+        ),
         ("get(50 ids)", lambda: store.get(NS, ids), 20),
         ("count()", lambda: store.count(NS), 20),
         ("count(category=work)", lambda: store.count(NS, category="work"), 3),
         ("list(text='topic 5 ', limit=50)", lambda: store.list(NS, text="topic 5 ", limit=50), 3),
         ("list(limit=50), all rows sorted", lambda: store.list(NS, limit=50), 1),
-    ]  # fmt: skip
+    ]
     print("\n| operation | p50 ms | p95 ms |")
     print("| --- | ---: | ---: |")
     for label, call, repeat in rows:

@@ -6,8 +6,11 @@ Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timest
 ``created_days_ago``/``last_access_days_ago`` relative to one fixed ``now``;
 ``superseded_by`` links honoured) with the real local embedder, runs every query of
 ``queries.jsonl`` (its ``target_emotion`` as the target emotion) and prints one row per
-strategy: topic recall@k, redundancy, stale rate, junk rate and mean latency. The last
-line is the app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
+strategy: topic recall@k, redundancy, stale rate, junk rate and mean latency (query
+embedding included). Then, for the app's default, recall per query tag, on the odd and
+on the even query ids (an overfitting check: nothing was tuned on one half only), and how
+many memories the no-memory queries got. The last line is the app's default pipeline:
+``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,6 +94,8 @@ class Scores:
     stale: float
     junk: float
     latency_ms: float
+    per_query: dict[str, float] = field(default_factory=dict)  # recall of each query id
+    no_memory_returned: list[int] = field(default_factory=list)  # sizes for no-fact queries
 
 
 def evaluate(
@@ -98,6 +103,8 @@ def evaluate(
 ) -> Scores:
     """The metrics of ../shared/eval/README.md ("Scoring") over one strategy."""
     recall, redundancy, stale_hits, junk, latency = [], [], [], [], []
+    per_query: dict[str, float] = {}
+    no_memory: list[int] = []
     for query in queries:
         started = time.perf_counter()
         got = run(query)
@@ -105,7 +112,11 @@ def evaluate(
         stale = set(query["stale"])
         if query["needed_topics"]:
             hit = {topic[i] for i in got if i not in stale}
-            recall.append(len(hit & set(query["needed_topics"])) / len(query["needed_topics"]))
+            value = len(hit & set(query["needed_topics"])) / len(query["needed_topics"])
+            recall.append(value)
+            per_query[query["id"]] = value
+        else:
+            no_memory.append(len(got))
         pairs = list(itertools.combinations(got, 2))
         if pairs:
             redundancy.append(sum(topic[a] == topic[b] for a, b in pairs) / len(pairs))
@@ -113,10 +124,47 @@ def evaluate(
             stale_hits.append(any(i in stale for i in got))
         junk += [topic[i].startswith("junk_") for i in got]
 
-    def mean(xs: list[float] | list[bool]) -> float:
-        return statistics.fmean(xs) if xs else 0.0
+    return Scores(
+        _mean(recall), _mean(redundancy), _mean(stale_hits), _mean(junk), _mean(latency),
+        per_query, no_memory,
+    )  # fmt: skip
 
-    return Scores(mean(recall), mean(redundancy), mean(stale_hits), mean(junk), mean(latency))
+
+def _mean(xs: list[float] | list[bool]) -> float:
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def _query_number(query_id: str) -> int | None:
+    digits = "".join(ch for ch in query_id if ch.isdigit())
+    return int(digits) if digits else None
+
+
+def breakdown(queries: list[dict[str, Any]], scores: Scores) -> list[str]:
+    """Recall per tag and on the odd / even query ids (an overfitting check), as lines."""
+    by_tag: dict[str, list[float]] = {}
+    halves: dict[str, list[float]] = {"odd": [], "even": []}
+    for query in queries:
+        value = scores.per_query.get(query["id"])
+        if value is None:
+            continue
+        for tag in query.get("tags") or ():
+            by_tag.setdefault(tag, []).append(value)
+        number = _query_number(query["id"])
+        if number is not None:
+            halves["odd" if number % 2 else "even"].append(value)
+    lines = ["| tag | queries | recall |", "| --- | ---: | ---: |"]
+    lines += [f"| {t} | {len(v)} | {_mean(v):.3f} |" for t, v in sorted(by_tag.items())]
+    lines.append("")
+    lines.append(
+        f"odd query ids: recall {_mean(halves['odd']):.3f} ({len(halves['odd'])} queries); "
+        f"even query ids: recall {_mean(halves['even']):.3f} ({len(halves['even'])} queries)"
+    )
+    if scores.no_memory_returned:
+        lines.append(
+            "no-memory queries: memories returned "
+            + ", ".join(map(str, scores.no_memory_returned))
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +198,17 @@ def main(argv: list[str] | None = None) -> int:
                 retrieval=RetrievalPolicy(k=args.k, lam=lam, weights=weights), min_importance=0.0
             )
             ltm = LongTermMemory(store, embedder, clock, activation=policy)
+            return activator(ltm)
 
+        def hybrid_without_diversity() -> Callable[[dict], list[str]]:
+            # The app's hybrid ranking and candidates, but no restatement collapse, no GIST.
+            base = app.activation
+            policy = replace(
+                base, retrieval=replace(base.retrieval, lam=0.0, same_fact=2.0)
+            )  # fmt: skip
+            return activator(LongTermMemory(store, embedder, clock, activation=policy))
+
+        def activator(ltm: LongTermMemory) -> Callable[[dict], list[str]]:
             def run(query: dict[str, Any]) -> list[str]:
                 result = ltm.activate(NS, query["text"], target_emotion=query["target_emotion"])
                 return [m.id for m in result.memories]
@@ -162,16 +220,16 @@ def main(argv: list[str] | None = None) -> int:
             hits = store.query(NS, vector, args.k, include_superseded=True)
             return [m.id for m, _ in hits]
 
-        def app_default(query: dict[str, Any]) -> list[str]:
-            result = app.activate(NS, query["text"], target_emotion=query["target_emotion"])
-            return [m.id for m in result.memories]
+        app_default = activator(app)
+        app_default({"text": "warm-up", "target_emotion": None})  # loads the lexical index
 
         strategies = [
             ("naive cosine top-k (seed app)", naive),
             ("limbic scoring, no diversity", pipeline(0.0)),
             ("limbic scoring + GIST lambda=0.5", pipeline(0.5)),
             ("limbic scoring + GIST lambda=1.0", pipeline(1.0)),
-            ("app default (config defaults)", app_default),
+            ("hybrid scoring, no collapse, no GIST", hybrid_without_diversity()),
+            (f"app default (config defaults: {default.mode})", app_default),
         ]
         print(f"corpus: {args.corpus} ({len(rows)} memories, {len(queries)} queries), "
               f"k={args.k}, store={args.store}, embedder={embedder.model}\n")  # fmt: skip
@@ -184,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s.junk:.3f} | {s.latency_ms:.1f} |")  # fmt: skip
             final = s
     assert final is not None
+    print("\napp default, recall per tag:\n")
+    print("\n".join(breakdown(queries, final)))
     print(f"\nrecall@{args.k}={final.recall:.3f} redundancy={final.redundancy:.3f} "
           f"stale={final.stale:.3f} junk={final.junk:.3f}")  # fmt: skip
     return 0

@@ -16,7 +16,7 @@ from backend.config import (
     Settings,
     load_settings,
 )
-from backend.memory.types import GatePolicy, RetrievalPolicy, ScoreWeights
+from backend.memory.types import GatePolicy, HybridWeights, RetrievalPolicy, ScoreWeights
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,8 +70,53 @@ def test_example_config_is_exactly_the_defaults(tmp_path: Path) -> None:
 def test_engine_policies_match_the_engine_defaults(tmp_path: Path) -> None:
     memory = load(tmp_path, {}).memory
     assert memory.score_weights() == ScoreWeights()
-    assert memory.retrieval_policy() == RetrievalPolicy()
+    assert memory.hybrid_weights() == HybridWeights()
+    # The app defaults to the hybrid mode; everything else is the engine's default.
+    assert memory.retrieval_policy() == RetrievalPolicy(mode="hybrid")
     assert memory.gate_policy() == GatePolicy()
+    activation = memory.activation_policy()
+    assert activation.lexical_pool == 30 and activation.min_importance == 0.4
+
+
+def test_limbic_mode_is_the_spec_pipeline(tmp_path: Path) -> None:
+    memory = load(tmp_path, {"memory": {"mode": "limbic", "lambda": 0.9}}).memory
+    policy = memory.retrieval_policy()
+    # limbic = limbic weights + GIST at the configured lambda, no lexical index.
+    assert (policy.mode, policy.lam, policy.weights) == ("limbic", 0.9, ScoreWeights())
+    assert memory.activation_policy().lexical_pool == 0
+
+
+def test_hybrid_settings_become_policies(tmp_path: Path) -> None:
+    memory = load(
+        tmp_path,
+        {
+            "memory": {
+                "hybrid": {"cosine": 0.5, "cjk_cosine": 1},
+                "same_fact": 0.7,
+                "min_relevance": 0.1,
+                "lexical_pool": 12,
+            }
+        },
+    ).memory
+    policy = memory.retrieval_policy()
+    assert (policy.hybrid.cosine, policy.hybrid.cjk_cosine) == (0.5, 1.0)
+    assert (policy.same_fact, policy.min_relevance) == (0.7, 0.1)
+    assert memory.activation_policy().lexical_pool == 12
+    with pytest.raises(ConfigError, match="at least one hybrid channel weight"):
+        load(
+            tmp_path,
+            {
+                "memory": {
+                    "hybrid": {
+                        "cosine": 0,
+                        "relevance": 0,
+                        "importance": 0,
+                        "recency": 0,
+                        "emotion": 0,
+                    }
+                }
+            },
+        )
 
 
 def test_memory_settings_become_policies(tmp_path: Path) -> None:
@@ -89,11 +134,6 @@ def test_memory_settings_become_policies(tmp_path: Path) -> None:
     policy = memory.retrieval_policy()
     assert (policy.k, policy.lam, policy.weights.recency) == (5, 0.8, 0.1)
     assert memory.gate_policy().duplicate_cosine == 0.95
-
-
-def test_limbic_mode_turns_diversity_off(tmp_path: Path) -> None:
-    memory = load(tmp_path, {"memory": {"mode": "limbic", "lambda": 0.9}}).memory
-    assert memory.retrieval_policy().lam == 0.0
 
 
 def test_persona_overrides_are_merged_and_validated(tmp_path: Path) -> None:

@@ -55,8 +55,11 @@ def activation_part(activation: Activation | None) -> dict[str, Any]:
 
 def outcomes_part(outcomes: Sequence[WriteOutcome]) -> dict[str, list[dict[str, Any]]]:
     part: dict[str, list[dict[str, Any]]] = {
-        "written": [], "reinforced": [], "superseded": [], "rejected": []
-    }  # fmt: skip
+        "written": [],
+        "reinforced": [],
+        "superseded": [],
+        "rejected": [],
+    }
     for o in outcomes:
         if o.action == "write":
             part["written"].append(

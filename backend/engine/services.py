@@ -90,10 +90,14 @@ def build_embedder(settings: Settings) -> Embedder:
     from backend.embeddings.openai_compat import OpenAICompatEmbedder
 
     return OpenAICompatEmbedder(
-        base_url=role.base_url, model=role.model, api_key=role.api_key_value(),
-        dimensions=role.dimensions, timeout=role.timeout, batch_size=role.batch_size,
+        base_url=role.base_url,
+        model=role.model,
+        api_key=role.api_key_value(),
+        dimensions=role.dimensions,
+        timeout=role.timeout,
+        batch_size=role.batch_size,
         max_retries=role.max_retries,
-    )  # fmt: skip
+    )
 
 
 def build_store(settings: Settings) -> VectorStore:
@@ -103,9 +107,10 @@ def build_store(settings: Settings) -> VectorStore:
     if url:
         parts = urlsplit(url)
         return ChromaVectorStore.http(
-            parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 8000),
+            parts.hostname or "127.0.0.1",
+            parts.port or (443 if parts.scheme == "https" else 8000),
             ssl=parts.scheme == "https",
-        )  # fmt: skip
+        )
     return ChromaVectorStore.persistent(settings.storage.data_dir / "chroma")
 
 
@@ -116,16 +121,23 @@ def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
     options: dict[str, Any]
     if role.provider == "embedded":
         options = {
-            "model_path": role.model_path, "n_ctx": role.n_ctx, "n_threads": role.n_threads,
-            "temperature": role.temperature, "max_tokens": role.max_tokens,
+            "model_path": role.model_path,
+            "n_ctx": role.n_ctx,
+            "n_threads": role.n_threads,
+            "temperature": role.temperature,
+            "max_tokens": role.max_tokens,
             "repeat_penalty": role.repeat_penalty,
-        }  # fmt: skip
+        }
     else:
         options = {
-            "base_url": role.base_url, "model": role.model, "api_key": role.api_key_value() or "",
-            "temperature": role.temperature, "max_tokens": role.max_tokens,
-            "timeout": role.timeout, "max_retries": role.max_retries,
-        }  # fmt: skip
+            "base_url": role.base_url,
+            "model": role.model,
+            "api_key": role.api_key_value() or "",
+            "temperature": role.temperature,
+            "max_tokens": role.max_tokens,
+            "timeout": role.timeout,
+            "max_retries": role.max_retries,
+        }
         if role_name == "chat":
             options["supports_tools"] = role.tools
     try:
@@ -150,9 +162,10 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     _check_writable(settings.storage.data_dir)
     try:
         personas = PersonaRegistry.load(
-            Path(settings.server.personas_dir), settings.server.default_persona,
+            Path(settings.server.personas_dir),
+            settings.server.default_persona,
             base_memory=settings.memory,
-        )  # fmt: skip
+        )
     except PersonaError as exc:
         raise StartupError(str(exc)) from exc
     embedder = build_embedder(settings)
@@ -162,16 +175,24 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     if interrupted:
         log.warning("marked %d interrupted replies as incomplete", interrupted)
     long_term = LongTermMemory(
-        store, embedder, clock, gate_policy=settings.memory.gate_policy(),
+        store,
+        embedder,
+        clock,
+        gate_policy=settings.memory.gate_policy(),
         activation=settings.memory.activation_policy(),
-    )  # fmt: skip
+    )
     chat = build_chat_model(settings, "chat")
     # One model instance per role, so the two LLMs really run in parallel.
     hippocampus = build_chat_model(settings, "hippocampus")
     engine = TurnEngine(
-        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
-        personas=personas, clock=clock, settings=turn_settings(settings),
-    )  # fmt: skip
+        sessions=sessions,
+        long_term=long_term,
+        chat=chat,
+        hippocampus=hippocampus,
+        personas=personas,
+        clock=clock,
+        settings=turn_settings(settings),
+    )
     return Services(
         settings, clock, sessions, store, embedder, long_term, chat, hippocampus, personas, engine
     )

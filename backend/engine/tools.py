@@ -100,9 +100,11 @@ class MemoryTools:
 
     def store(self, args: _StoreArgs) -> dict[str, Any]:
         candidate = Candidate(
-            content=args.content, category=args.category, importance=args.importance,
+            content=args.content,
+            category=args.category,
+            importance=args.importance,
             confidence=0.9,  # the model chose to store it explicitly
-        )  # fmt: skip
+        )
         outcome = self.long_term.write(
             self.ns, [candidate], recalled=self.recalled, source_session=self.session_id
         )[0]

@@ -111,9 +111,13 @@ class Turn:
         """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
         engine = self._engine
         reply_row = await asyncio.to_thread(
-            engine.sessions.append_message, self.session.id, "assistant", "",
-            status="pending", turn_id=self.turn_id,
-        )  # fmt: skip
+            engine.sessions.append_message,
+            self.session.id,
+            "assistant",
+            "",
+            status="pending",
+            turn_id=self.turn_id,
+        )
         parts: list[str] = []
         try:
             async for text in self._generate(parts):
@@ -129,10 +133,13 @@ class Turn:
             self.reply = "".join(parts)
             await asyncio.shield(
                 asyncio.to_thread(
-                    engine.sessions.finish_message, reply_row.id, self.reply, self.status,
+                    engine.sessions.finish_message,
+                    reply_row.id,
+                    self.reply,
+                    self.status,
                     self.error,
                 )
-            )  # fmt: skip
+            )
             self.merged = engine._spawn(engine._merge(self))
 
     async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
@@ -161,10 +168,13 @@ class Turn:
             if not calls:
                 return
             # Execute the memory tools server-side and continue the same visible answer.
-            messages.append({
-                "role": "assistant", "content": "".join(parts) or None,
-                "tool_calls": [call.as_message_part() for call in calls],
-            })  # fmt: skip
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "".join(parts) or None,
+                    "tool_calls": [call.as_message_part() for call in calls],
+                }
+            )
             tools = MemoryTools(engine.long_term, self.namespace, self.session.id)
             for call in calls:
                 result = await asyncio.to_thread(tools.execute, call.name, call.arguments)
@@ -212,9 +222,12 @@ class TurnEngine:
 
         try:
             created = await asyncio.to_thread(
-                self.sessions.create_session, request.user_id, persona.id, None,
+                self.sessions.create_session,
+                request.user_id,
+                persona.id,
+                None,
                 request.session_id,
-            )  # fmt: skip
+            )
         except SessionExists as exc:
             raise SessionConflict(request.session_id) from exc
         return created, True
@@ -237,18 +250,26 @@ class TurnEngine:
             raise
 
     async def _begin_locked(
-        self, request: TurnRequest, session: Session, persona: Persona, created: bool,
+        self,
+        request: TurnRequest,
+        session: Session,
+        persona: Persona,
+        created: bool,
         release: Callable[[], None],
-    ) -> Turn:  # fmt: skip
+    ) -> Turn:
         turn_id = uuid.uuid4().hex
         state = await self._load_state(session.id)
         if created and request.history:
             state = await self._seed(session.id, state, request.history)
         # 1. The user's message is committed before any model is called.
         await asyncio.to_thread(
-            self.sessions.append_message, session.id, "user", request.text,
-            status="complete", turn_id=turn_id,
-        )  # fmt: skip
+            self.sessions.append_message,
+            session.id,
+            "user",
+            request.text,
+            status="complete",
+            turn_id=turn_id,
+        )
         ns = Namespace(session.user_id, persona.id)
         # 2. Hippocampus starts now and never blocks the reply.
         hippocampus = self._spawn(self._run_hippocampus(state, request.text, persona))
@@ -269,19 +290,29 @@ class TurnEngine:
             user_message=request.text,
         )
         return Turn(
-            session=session, persona=persona, turn_id=turn_id, activation=activation,
-            messages=messages, _engine=self, _state=state, _user_text=request.text,
-            _hippocampus=hippocampus, _release=release,
+            session=session,
+            persona=persona,
+            turn_id=turn_id,
+            activation=activation,
+            messages=messages,
+            _engine=self,
+            _state=state,
+            _user_text=request.text,
+            _hippocampus=hippocampus,
+            _release=release,
             _temperature=request.temperature or self.settings.chat_temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
-        )  # fmt: skip
+        )
 
     async def _load_state(self, session_id: str) -> SessionMemoryState:
         raw = await asyncio.to_thread(self.sessions.load_state, session_id)
-        return SessionMemoryState.from_dict({
-            "background": raw.background, "short_term": list(raw.short_term),
-            "user_emotion": raw.user_emotion,
-        })  # fmt: skip
+        return SessionMemoryState.from_dict(
+            {
+                "background": raw.background,
+                "short_term": list(raw.short_term),
+                "user_emotion": raw.user_emotion,
+            }
+        )
 
     async def _seed(
         self, session_id: str, state: SessionMemoryState, history: Sequence[tuple[str, str]]
@@ -303,9 +334,12 @@ class TurnEngine:
     async def _save_state(self, session_id: str, state: SessionMemoryState) -> None:
         data = state.to_dict()
         await asyncio.to_thread(
-            self.sessions.save_state, session_id, data["background"], data["short_term"],
+            self.sessions.save_state,
+            session_id,
+            data["background"],
+            data["short_term"],
             data["user_emotion"],
-        )  # fmt: skip
+        )
 
     async def _run_hippocampus(
         self, state: SessionMemoryState, text: str, persona: Persona
@@ -338,9 +372,12 @@ class TurnEngine:
         try:
             result, info = await turn._hippocampus
             state = merge(
-                turn._state, result, turn._user_text, turn.reply,
+                turn._state,
+                result,
+                turn._user_text,
+                turn.reply,
                 token_budget=self.settings.token_budget,
-            )  # fmt: skip
+            )
             await self._save_state(turn.session.id, state)
             ns = turn.namespace
             outcomes: list[WriteOutcome] = list(turn._tool_outcomes)
@@ -348,9 +385,12 @@ class TurnEngine:
             if result is not None and result.long_term:
                 try:
                     outcomes += await asyncio.to_thread(
-                        self.long_term.write, ns, list(result.long_term), recalled=recalled,
+                        self.long_term.write,
+                        ns,
+                        list(result.long_term),
+                        recalled=recalled,
                         source_session=turn.session.id,
-                    )  # fmt: skip
+                    )
                 except Exception as exc:
                     log.exception("long-term write failed for session %s", turn.session.id)
                     info["write_error"] = type(exc).__name__

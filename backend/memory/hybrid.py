@@ -111,7 +111,11 @@ def fold(word: str) -> str:
     for suffix, shortest in (("ing", 6), ("ed", 5)):
         stem = word[: -len(suffix)]
         if word.endswith(suffix) and len(word) >= shortest and _VOWELS & set(stem):
-            if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS | {"l", "s", "z"}:
+            if (
+                len(stem) >= 3
+                and stem[-1] == stem[-2]
+                and stem[-1] not in _VOWELS | {"l", "s", "z"}
+            ):
                 stem = stem[:-1]  # stopped → stopp → stop
             return stem
     if word.endswith("e") and len(word) > 3:
@@ -277,10 +281,15 @@ def score_hybrid(
             ScoredMemory(
                 memory=memory,
                 score=ScoreBreakdown(
-                    recency=rec, importance=imp, relevance=rel, emotion=emo, cosine=cos,
-                    base=clamp01(base), final=clamp01(final),
+                    recency=rec,
+                    importance=imp,
+                    relevance=rel,
+                    emotion=emo,
+                    cosine=cos,
+                    base=clamp01(base),
+                    final=clamp01(final),
                 ),
-            )  # fmt: skip
+            )
         )
     scored.sort(key=lambda item: (-item.score.final, item.memory.id))
     return scored
@@ -378,7 +387,9 @@ def fact_similarity(
     return similarity
 
 
-def collapse_restatements(similarity: np.ndarray, threshold: float, limit: int | None = None) -> list[int]:
+def collapse_restatements(
+    similarity: np.ndarray, threshold: float, limit: int | None = None
+) -> list[int]:
     """Indices (in rank order) of the rows that restate no better-ranked kept row.
 
     Rows are assumed sorted best first. A row whose similarity to a kept row is

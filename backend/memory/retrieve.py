@@ -139,9 +139,14 @@ def retrieve(
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
         return _retrieve_hybrid(
-            live, now=now, query_text=query_text, query_vector=query_vector,
-            target_emotion=target_emotion, policy=policy, stats=stats,
-        )  # fmt: skip
+            live,
+            now=now,
+            query_text=query_text,
+            query_vector=query_vector,
+            target_emotion=target_emotion,
+            policy=policy,
+            stats=stats,
+        )
     ranked = score_pool(
         live,
         now=now,
@@ -165,9 +170,14 @@ def _retrieve_hybrid(
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
-        live, now=now, query_text=query_text, query_vector=query_vector,
-        target_emotion=target_emotion, weights=weights, stats=stats,
-    )  # fmt: skip
+        live,
+        now=now,
+        query_text=query_text,
+        query_vector=query_vector,
+        target_emotion=target_emotion,
+        weights=weights,
+        stats=stats,
+    )
     below = 0
     if policy.min_relevance > 0:
         trust = cosine_trust(query_text, weights)
@@ -186,10 +196,11 @@ def _retrieve_hybrid(
     collapsed = tuple(item.memory.id for i, item in enumerate(ranked) if i not in kept_set)
     survivors = [ranked[i] for i in kept]
     distances = 1.0 - similarity[np.ix_(kept, kept)]
-    result = diversify(
-        survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances
-    )
+    result = diversify(survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances)
     return Retrieval(
-        items=result.items, gist=result.gist, degraded=result.degraded,
-        collapsed=collapsed, below_relevance=below,
-    )  # fmt: skip
+        items=result.items,
+        gist=result.gist,
+        degraded=result.degraded,
+        collapsed=collapsed,
+        below_relevance=below,
+    )

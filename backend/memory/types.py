@@ -153,9 +153,9 @@ class HybridWeights:
     ``relevance_scale * ln(1 + N)`` (N = documents in the namespace) and clipped to 1.
     """
 
-    cosine: float = 0.6
+    cosine: float = 0.65
     relevance: float = 0.2
-    importance: float = 0.2
+    importance: float = 0.15
     recency: float = 0.0
     emotion: float = 0.0
     recency_half_life_days: float = 7.0
@@ -198,7 +198,7 @@ class RetrievalPolicy:
     hybrid: HybridWeights = HybridWeights()
     # hybrid: two memories at least this similar (``hybrid.fact_similarity``) state one
     # fact; only the better-scored one stays a candidate for GIST.
-    same_fact: float = 0.5
+    same_fact: float = 0.6
     # hybrid: memories whose relevance evidence (cosine and lexical, in [0, 1]) is below
     # this are not activated at all (an off-topic message recalls little or nothing).
     min_relevance: float = 0.0

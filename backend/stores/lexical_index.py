@@ -275,9 +275,13 @@ class IndexedVectorStore:
         include_superseded: bool = True,
     ) -> builtins.list[Memory]:
         return self.inner.list(
-            ns, offset=offset, limit=limit, category=category, text=text,
+            ns,
+            offset=offset,
+            limit=limit,
+            category=category,
+            text=text,
             include_superseded=include_superseded,
-        )  # fmt: skip
+        )
 
     def count(
         self,

@@ -117,9 +117,7 @@ class LongTermMemory:
         if lexical is None and activation.lexical_pool > 0:
             lexical = InMemoryLexicalIndex()
         self.lexical = lexical
-        self.store: VectorStore = (
-            store if lexical is None else IndexedVectorStore(store, lexical)
-        )
+        self.store: VectorStore = store if lexical is None else IndexedVectorStore(store, lexical)
         self.embedder = embedder
         self.clock = clock
         self.gate_policy = gate_policy
@@ -180,9 +178,11 @@ class LongTermMemory:
         index = self._lexical_ready(ns)
         if index is not None:
             hits = index.search(
-                ns, lexical_tokens(query_text), policy.lexical_pool,
+                ns,
+                lexical_tokens(query_text),
+                policy.lexical_pool,
                 min_importance=policy.min_importance,
-            )  # fmt: skip
+            )
             wanted = [memory_id for memory_id, _score in hits if memory_id not in found]
             for memory in self.store.get(ns, wanted):
                 found.setdefault(memory.id, memory)
@@ -221,9 +221,13 @@ class LongTermMemory:
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(
-                Retrieval(items=()), query_vector, (embedded - started) * 1e3, 0.0, 0,
+                Retrieval(items=()),
+                query_vector,
+                (embedded - started) * 1e3,
+                0.0,
+                0,
                 degraded=f"store unavailable: {exc}",
-            )  # fmt: skip
+            )
         chosen = policy or self.activation.retrieval
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         result = retrieve(
@@ -238,9 +242,13 @@ class LongTermMemory:
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
         return Activation(
-            result, query_vector, (embedded - started) * 1e3, (done - embedded) * 1e3, len(pool),
+            result,
+            query_vector,
+            (embedded - started) * 1e3,
+            (done - embedded) * 1e3,
+            len(pool),
             degraded=degraded,
-        )  # fmt: skip
+        )
 
     def corpus_stats(
         self, ns: Namespace, query_text: str, pool: Sequence[Memory]
@@ -371,16 +379,26 @@ class LongTermMemory:
         return memory
 
     def new_memory(
-        self, content: str, *, category: str = "general", importance: float = 0.5,
-        pinned: bool = False, source_session: str | None = None,
-    ) -> Memory:  # fmt: skip
+        self,
+        content: str,
+        *,
+        category: str = "general",
+        importance: float = 0.5,
+        pinned: bool = False,
+        source_session: str | None = None,
+    ) -> Memory:
         """A fresh memory stamped now (not stored)."""
         now = self.clock.now()
         return Memory(
-            id=self._new_id(), content=content.strip(), category=normalise_category(category),
-            importance=clamp01(importance), created_at=now, last_accessed=now, pinned=pinned,
+            id=self._new_id(),
+            content=content.strip(),
+            category=normalise_category(category),
+            importance=clamp01(importance),
+            created_at=now,
+            last_accessed=now,
+            pinned=pinned,
             source_session=source_session,
-        )  # fmt: skip
+        )
 
     def update(
         self,
@@ -401,9 +419,10 @@ class LongTermMemory:
             if content is not None and content.strip() and content.strip() != memory.content:
                 vectors = self.embed([content.strip()])
                 memory = replace(
-                    memory, content=content.strip(),
+                    memory,
+                    content=content.strip(),
                     embedding=None if vectors is None else vectors[0],
-                )  # fmt: skip
+                )
             if importance is not None:
                 memory = replace(memory, importance=clamp01(importance))
             if category is not None:

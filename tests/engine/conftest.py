@@ -42,12 +42,16 @@ def make_rig(tmp_path: Path, *, use_tools: bool = False, hippocampus_timeout_s: 
     hippocampus = FakeChatModel("fake-hippocampus")
     personas = PersonaRegistry.load(REPO / "personas", "companion")
     engine = TurnEngine(
-        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
-        personas=personas, clock=clock,
+        sessions=sessions,
+        long_term=long_term,
+        chat=chat,
+        hippocampus=hippocampus,
+        personas=personas,
+        clock=clock,
         settings=TurnSettings(
             token_budget=300, hippocampus_timeout_s=hippocampus_timeout_s, use_tools=use_tools
         ),
-    )  # fmt: skip
+    )
     return Rig(engine, chat, hippocampus, sessions, long_term, clock)
 
 

@@ -38,10 +38,14 @@ async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) ->
     chat = EmbeddedLlamaChatModel(n_ctx=2048, temperature=0.0, max_tokens=48, seed=1)
     hippocampus = EmbeddedLlamaChatModel(n_ctx=4096, temperature=0.0, max_tokens=700, seed=2)
     engine = TurnEngine(
-        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
-        personas=PersonaRegistry.load(REPO / "personas", "companion"), clock=clock,
+        sessions=sessions,
+        long_term=long_term,
+        chat=chat,
+        hippocampus=hippocampus,
+        personas=PersonaRegistry.load(REPO / "personas", "companion"),
+        clock=clock,
         settings=TurnSettings(token_budget=600, hippocampus_timeout_s=600),
-    )  # fmt: skip
+    )
     messages = [
         "Hi! My name is Lin and I am allergic to peanuts.",
         "My sister Mei lives in Osaka and she is getting married in October.",

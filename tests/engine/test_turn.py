@@ -16,10 +16,15 @@ pytestmark = pytest.mark.anyio
 
 
 def hippo(long_term: list[dict] | None = None, background: str = "bg", **extra: object) -> str:
-    return json.dumps({
-        "background": background, "short_term": [], "long_term": long_term or [],
-        "user_emotion": {"label": "anxious", "intensity": 0.7}, **extra,
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "background": background,
+            "short_term": [],
+            "long_term": long_term or [],
+            "user_emotion": {"label": "anxious", "intensity": 0.7},
+            **extra,
+        }
+    )
 
 
 FACT = {
@@ -231,8 +236,10 @@ async def test_seeded_history_only_for_new_sessions(rig: Rig) -> None:
     history = [("user", "earlier question"), ("assistant", "earlier answer")]
     turn, _ = await rig.engine.run(TurnRequest(user_id="u1", text="now", history=history))
     assert [m["content"] for m in rig.chat.calls[0].messages[-3:]] == [
-        "earlier question", "earlier answer", "now"
-    ]  # fmt: skip
+        "earlier question",
+        "earlier answer",
+        "now",
+    ]
     rig.hippocampus.enqueue([hippo()])
     rig.chat.enqueue(["hi again"])
     await rig.engine.run(
@@ -248,10 +255,13 @@ async def test_memory_tools_run_server_side_in_one_visible_answer(tmp_path: Path
     rig.chat.enqueue(["ok"])
     turn, _ = await rig.engine.run(TurnRequest(user_id="u1", text="My sister Mei lives in Osaka"))
     rig.hippocampus.enqueue([hippo()])
-    rig.chat.enqueue([
-        "Let me check. ", ToolCall("c1", "memory_recall", '{"query": "sister Mei", "k": 3}'),
-        ToolCall("c2", "memory_store", '{"content": "The user likes jazz", "importance": 0.7}'),
-    ])  # fmt: skip
+    rig.chat.enqueue(
+        [
+            "Let me check. ",
+            ToolCall("c1", "memory_recall", '{"query": "sister Mei", "k": 3}'),
+            ToolCall("c2", "memory_store", '{"content": "The user likes jazz", "importance": 0.7}'),
+        ]
+    )
     rig.chat.enqueue(["Mei is in Osaka."])
     turn2, report = await rig.engine.run(
         TurnRequest(user_id="u1", text="what about my sister?", session_id=turn.session.id)

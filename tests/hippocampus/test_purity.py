@@ -12,9 +12,23 @@ PACKAGE = Path(__file__).resolve().parents[2] / "backend" / "hippocampus"
 FILES = sorted(PACKAGE.glob("*.py"))
 ALLOWED_THIRD_PARTY = {"pydantic"}
 FORBIDDEN = {
-    "random", "time", "socket", "subprocess", "asyncio", "threading", "os", "shutil",
-    "sqlite3", "urllib", "http", "requests", "httpx", "openai", "logging", "datetime",
-}  # fmt: skip
+    "random",
+    "time",
+    "socket",
+    "subprocess",
+    "asyncio",
+    "threading",
+    "os",
+    "shutil",
+    "sqlite3",
+    "urllib",
+    "http",
+    "requests",
+    "httpx",
+    "openai",
+    "logging",
+    "datetime",
+}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

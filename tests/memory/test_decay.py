@@ -115,9 +115,16 @@ def test_rounding_is_half_to_even() -> None:
         == 0.062
     )
     # 1.25 * 0.5 ** 2 = 0.3125 exactly → 0.312.
-    assert strength(
-        importance=0.1, category="experience", access_count=0, days_since_access=120, original=1.25
-    ) == 0.312  # fmt: skip
+    assert (
+        strength(
+            importance=0.1,
+            category="experience",
+            access_count=0,
+            days_since_access=120,
+            original=1.25,
+        )
+        == 0.312
+    )
 
 
 def test_negative_inputs_count_as_zero() -> None:

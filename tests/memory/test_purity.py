@@ -16,14 +16,34 @@ ENGINE_FILES = sorted(ENGINE.glob("*.py"))
 ALLOWED_THIRD_PARTY = {"numpy"}
 # Modules whose mere import means I/O, time, randomness or concurrency.
 FORBIDDEN_MODULES = {
-    "random", "time", "socket", "subprocess", "asyncio", "threading", "os", "shutil",
-    "sqlite3", "urllib", "http", "requests", "httpx", "chromadb", "openai", "tempfile",
-}  # fmt: skip
+    "random",
+    "time",
+    "socket",
+    "subprocess",
+    "asyncio",
+    "threading",
+    "os",
+    "shutil",
+    "sqlite3",
+    "urllib",
+    "http",
+    "requests",
+    "httpx",
+    "chromadb",
+    "openai",
+    "tempfile",
+}
 # Attribute calls that read the wall clock or draw random numbers.
 FORBIDDEN_CALLS = {
-    ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
-    ("time", "time"), ("time", "monotonic"), ("time", "perf_counter"), ("random", "random"),
-}  # fmt: skip
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
+    ("time", "time"),
+    ("time", "monotonic"),
+    ("time", "perf_counter"),
+    ("random", "random"),
+}
 # The conformance runner is the one module allowed to read a file (it is a CLI entry point).
 IO_ALLOWED = {"gist_conformance.py"}
 
@@ -40,8 +60,14 @@ def _imports(tree: ast.AST) -> list[str]:
 
 def test_engine_has_modules() -> None:
     assert {p.name for p in ENGINE_FILES} >= {
-        "types.py", "keywords.py", "scoring.py", "decay.py", "gist.py", "retrieve.py", "gate.py"
-    }  # fmt: skip
+        "types.py",
+        "keywords.py",
+        "scoring.py",
+        "decay.py",
+        "gist.py",
+        "retrieve.py",
+        "gate.py",
+    }
 
 
 @pytest.mark.parametrize("path", ENGINE_FILES, ids=lambda p: p.name)
@@ -92,7 +118,10 @@ def test_importing_the_engine_pulls_in_no_other_backend_module() -> None:
         "print(','.join(bad))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=ENGINE.parents[1],
-    )  # fmt: skip
+    )
     assert out.stdout.strip() == ""

@@ -25,9 +25,13 @@ def paraphrase_pool() -> list:
 
 def test_gist_keeps_one_paraphrase_and_the_other_facts() -> None:
     result = retrieve(
-        paraphrase_pool(), now=NOW, query_text="", query_vector=None, target_emotion=None,
+        paraphrase_pool(),
+        now=NOW,
+        query_text="",
+        query_vector=None,
+        target_emotion=None,
         policy=RetrievalPolicy(k=4, lam=1.0),
-    )  # fmt: skip
+    )
     ids = [item.memory.id for item in result.items]
     assert sum(i.startswith("p") for i in ids) == 1
     assert {"o0", "o1", "o2"} <= set(ids)
@@ -36,9 +40,13 @@ def test_gist_keeps_one_paraphrase_and_the_other_facts() -> None:
 
 def test_result_is_in_score_order() -> None:
     result = retrieve(
-        paraphrase_pool(), now=NOW, query_text="", query_vector=None, target_emotion=None,
+        paraphrase_pool(),
+        now=NOW,
+        query_text="",
+        query_vector=None,
+        target_emotion=None,
         policy=RetrievalPolicy(k=4, lam=1.0),
-    )  # fmt: skip
+    )
     finals = [item.score.final for item in result.items]
     assert finals == sorted(finals, reverse=True)
 
@@ -46,9 +54,13 @@ def test_result_is_in_score_order() -> None:
 def test_lambda_zero_is_plain_top_k() -> None:
     pool = paraphrase_pool()
     result = retrieve(
-        pool, now=NOW, query_text="", query_vector=None, target_emotion=None,
+        pool,
+        now=NOW,
+        query_text="",
+        query_vector=None,
+        target_emotion=None,
         policy=RetrievalPolicy(k=4, lam=0.0),
-    )  # fmt: skip
+    )
     assert [item.memory.id for item in result.items] == ["p0", "p1", "p2", "p3"]
 
 
@@ -64,9 +76,13 @@ def test_superseded_memories_are_never_activated() -> None:
 def test_rows_without_vectors_are_admitted_by_the_fill() -> None:
     pool = [*paraphrase_pool(), memory("novec", importance=0.6)]
     result = retrieve(
-        pool, now=NOW, query_text="", query_vector=None, target_emotion=None,
+        pool,
+        now=NOW,
+        query_text="",
+        query_vector=None,
+        target_emotion=None,
         policy=RetrievalPolicy(k=6, lam=2.0),
-    )  # fmt: skip
+    )
     ids = [item.memory.id for item in result.items]
     assert "novec" in ids
     assert len(ids) == 5  # paraphrases are refused by the fill: fewer than k is a signal

@@ -312,11 +312,20 @@ def test_spec_families_and_hippocampus_labels() -> None:
         for label in members.split():
             assert emotion_family(label) == family, label
     emitted = {
-        "joy": "happy", "pride": "happy", "gratitude": "happy", "love": "love",
-        "surprise": "surprised", "sadness": "sad", "loneliness": "sad", "nostalgia": "sad",
-        "anger": "angry", "frustration": "angry", "fear": "fearful", "anxiety": "fearful",
+        "joy": "happy",
+        "pride": "happy",
+        "gratitude": "happy",
+        "love": "love",
+        "surprise": "surprised",
+        "sadness": "sad",
+        "loneliness": "sad",
+        "nostalgia": "sad",
+        "anger": "angry",
+        "frustration": "angry",
+        "fear": "fearful",
+        "anxiety": "fearful",
         "disgust": "disgusted",
-    }  # fmt: skip
+    }
     for label, family in emitted.items():
         assert emotion_family(label) == family, label
     assert emotion_family("Joy ") == "happy"

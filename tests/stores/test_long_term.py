@@ -21,9 +21,11 @@ T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 def ltm() -> LongTermMemory:
     counter = iter(range(1, 10_000))
     return LongTermMemory(
-        InMemoryVectorStore(), BagOfWordsEmbedder(), FixedClock(T0),
+        InMemoryVectorStore(),
+        BagOfWordsEmbedder(),
+        FixedClock(T0),
         id_factory=lambda: f"m{next(counter):04d}",
-    )  # fmt: skip
+    )
 
 
 def fact(content: str, **kw: object) -> Candidate:

@@ -110,8 +110,16 @@ def test_round_trip_every_field(store: VectorStore, ns: Namespace) -> None:
 
 
 def test_upsert_replaces_the_whole_record(store: VectorStore, ns: Namespace) -> None:
-    first = mem("m", "old", vector=unit(0), emotion=Emotion("sad", 0.9), superseded_by="x",
-                source_session="s", keywords=("a",), pinned=True)  # fmt: skip
+    first = mem(
+        "m",
+        "old",
+        vector=unit(0),
+        emotion=Emotion("sad", 0.9),
+        superseded_by="x",
+        source_session="s",
+        keywords=("a",),
+        pinned=True,
+    )
     store.upsert(ns, [first])
     second = mem("m", "new", vector=unit(1))
     store.upsert(ns, [second])
@@ -192,10 +200,13 @@ def test_query_orders_by_cosine_with_similarities(store: VectorStore, ns: Namesp
 
 
 def test_query_excludes_superseded_unless_asked(store: VectorStore, ns: Namespace) -> None:
-    store.upsert(ns, [
-        mem("old", "lives in Guangzhou", vector=at_cosine(0.95), superseded_by="new"),
-        mem("new", "lives in Hangzhou", vector=at_cosine(0.9), supersedes="old"),
-    ])  # fmt: skip
+    store.upsert(
+        ns,
+        [
+            mem("old", "lives in Guangzhou", vector=at_cosine(0.95), superseded_by="new"),
+            mem("new", "lives in Hangzhou", vector=at_cosine(0.9), supersedes="old"),
+        ],
+    )
     assert [m.id for m, _ in store.query(ns, unit(0), 5)] == ["new"]
     both = store.query(ns, unit(0), 5, include_superseded=True)
     assert [m.id for m, _ in both] == ["old", "new"]
@@ -205,8 +216,9 @@ def test_query_finds_live_memories_behind_many_superseded(
     store: VectorStore, ns: Namespace
 ) -> None:
     # The 30 nearest are all superseded: an over-fetch of n + margin finds no live hit.
-    old = [mem(f"old{i:02d}", vector=at_cosine(0.99 - i * 0.001), superseded_by="x")
-           for i in range(30)]  # fmt: skip
+    old = [
+        mem(f"old{i:02d}", vector=at_cosine(0.99 - i * 0.001), superseded_by="x") for i in range(30)
+    ]
     store.upsert(
         ns, [*old, mem("live1", vector=at_cosine(0.5)), mem("live2", vector=at_cosine(0.4))]
     )
@@ -231,8 +243,13 @@ def test_query_on_an_unknown_namespace_is_empty(store: VectorStore, ns: Namespac
 
 def test_namespaces_never_cross(store: VectorStore, ns: Namespace, other_ns: Namespace) -> None:
     store.upsert(ns, [mem("same", "mine", vector=unit(0), category="work")])
-    store.upsert(other_ns, [mem("same", "theirs", vector=unit(0), category="work"),
-                            mem("only-there", "theirs too", vector=unit(1))])  # fmt: skip
+    store.upsert(
+        other_ns,
+        [
+            mem("same", "theirs", vector=unit(0), category="work"),
+            mem("only-there", "theirs too", vector=unit(1)),
+        ],
+    )
     assert [m.content for m in store.get(ns, ["same", "only-there"])] == ["mine"]
     assert [m.content for m, _ in store.query(ns, unit(0), 10)] == ["mine"]
     assert ids(store.list(ns, category="work")) == ["same"]
@@ -266,8 +283,13 @@ def test_namespaces_lists_readable_owners_and_drop_forgets(store: VectorStore) -
 def test_list_pages_in_created_order(store: VectorStore, ns: Namespace) -> None:
     # Inserted out of order; "b1"/"b2" share a created_at and are ordered by id.
     minutes = {"e": 40, "a": 0, "b2": 10, "d": 30, "b1": 10, "c": 20, "f": 50}
-    store.upsert(ns, [mem(k, vector=unit(0) if i % 2 else None, minutes=m)
-                      for i, (k, m) in enumerate(minutes.items())])  # fmt: skip
+    store.upsert(
+        ns,
+        [
+            mem(k, vector=unit(0) if i % 2 else None, minutes=m)
+            for i, (k, m) in enumerate(minutes.items())
+        ],
+    )
     expected = ["a", "b1", "b2", "c", "d", "e", "f"]
     assert ids(store.list(ns)) == expected
     pages = [ids(store.list(ns, offset=o, limit=3)) for o in (0, 3, 6, 9)]
@@ -281,12 +303,15 @@ def test_list_pages_in_created_order(store: VectorStore, ns: Namespace) -> None:
 def test_list_and_count_filter_by_category_and_superseded(
     store: VectorStore, ns: Namespace
 ) -> None:
-    store.upsert(ns, [
-        mem("w1", category="work", minutes=1),
-        mem("w2", category="work", minutes=2, superseded_by="w3", vector=unit(0)),
-        mem("w3", category="work", minutes=3, supersedes="w2"),
-        mem("h1", category="health", minutes=4, vector=unit(1)),
-    ])  # fmt: skip
+    store.upsert(
+        ns,
+        [
+            mem("w1", category="work", minutes=1),
+            mem("w2", category="work", minutes=2, superseded_by="w3", vector=unit(0)),
+            mem("w3", category="work", minutes=3, supersedes="w2"),
+            mem("h1", category="health", minutes=4, vector=unit(1)),
+        ],
+    )
     assert ids(store.list(ns, category="work")) == ["w1", "w2", "w3"]
     assert ids(store.list(ns, category="work", include_superseded=False)) == ["w1", "w3"]
     assert store.count(ns, category="work") == 3
@@ -295,12 +320,15 @@ def test_list_and_count_filter_by_category_and_superseded(
 
 
 def test_text_filter_is_case_insensitive_and_unicode(store: VectorStore, ns: Namespace) -> None:
-    store.upsert(ns, [
-        mem("osaka", "The user's sister Mei lives in OSAKA", vector=unit(0), minutes=1),
-        mem("zh", "我的妹妹住在大阪", minutes=2),
-        mem("strasse", "Wohnt in der Hauptstraße", minutes=3, vector=unit(1)),
-        mem("pct", "likes 100% dark_chocolate", minutes=4, superseded_by="x"),
-    ])  # fmt: skip
+    store.upsert(
+        ns,
+        [
+            mem("osaka", "The user's sister Mei lives in OSAKA", vector=unit(0), minutes=1),
+            mem("zh", "我的妹妹住在大阪", minutes=2),
+            mem("strasse", "Wohnt in der Hauptstraße", minutes=3, vector=unit(1)),
+            mem("pct", "likes 100% dark_chocolate", minutes=4, superseded_by="x"),
+        ],
+    )
     assert ids(store.list(ns, text="osaka")) == ["osaka"]
     assert ids(store.list(ns, text="mEi LIVES")) == ["osaka"]
     assert ids(store.list(ns, text="大阪")) == ["zh"]
@@ -320,15 +348,18 @@ def test_text_filter_is_case_insensitive_and_unicode(store: VectorStore, ns: Nam
 def test_salient_filters_and_orders(store: VectorStore, ns: Namespace) -> None:
     since = T0 + timedelta(days=1)
     day = 24 * 60
-    store.upsert(ns, [
-        mem("old-important", importance=0.95, minutes=0),  # too old
-        mem("recent-minor", importance=0.3, minutes=2 * day, vector=unit(0)),  # not important
-        mem("gone", importance=0.99, minutes=2 * day, superseded_by="x"),  # superseded
-        mem("edge", importance=0.7, minutes=day),  # last_accessed == since: included
-        mem("top", importance=0.9, minutes=2 * day, vector=unit(1)),
-        mem("top-older", importance=0.9, minutes=day + 5),
-        mem("mid", importance=0.8, minutes=3 * day, vector=unit(2)),
-    ])  # fmt: skip
+    store.upsert(
+        ns,
+        [
+            mem("old-important", importance=0.95, minutes=0),  # too old
+            mem("recent-minor", importance=0.3, minutes=2 * day, vector=unit(0)),  # not important
+            mem("gone", importance=0.99, minutes=2 * day, superseded_by="x"),  # superseded
+            mem("edge", importance=0.7, minutes=day),  # last_accessed == since: included
+            mem("top", importance=0.9, minutes=2 * day, vector=unit(1)),
+            mem("top-older", importance=0.9, minutes=day + 5),
+            mem("mid", importance=0.8, minutes=3 * day, vector=unit(2)),
+        ],
+    )
     got = store.salient(ns, since=since, min_importance=0.7, n=10)
     assert ids(got) == ["top", "top-older", "mid", "edge"]
     assert got[0].embedding is not None and got[1].embedding is None
@@ -339,8 +370,7 @@ def test_salient_filters_and_orders(store: VectorStore, ns: Namespace) -> None:
 def test_salient_finds_the_top_among_many(store: VectorStore, ns: Namespace) -> None:
     rng = np.random.default_rng(7)
     levels = np.round(rng.uniform(0.5, 1.0, size=450), 1)
-    store.upsert(ns, [mem(f"m{i:03d}", importance=float(levels[i]), minutes=i)
-                      for i in range(450)])  # fmt: skip
+    store.upsert(ns, [mem(f"m{i:03d}", importance=float(levels[i]), minutes=i) for i in range(450)])
     reference = sorted((-float(levels[i]), -i, f"m{i:03d}") for i in range(450) if levels[i] >= 0.6)
     got = store.salient(ns, since=T0, min_importance=0.6, n=5)
     assert ids(got) == [r[2] for r in reference[:5]]
@@ -368,8 +398,9 @@ def test_delete_counts_what_existed(store: VectorStore, ns: Namespace) -> None:
 
 
 def test_iter_all_yields_everything_in_batches(store: VectorStore, ns: Namespace) -> None:
-    memories = [mem(f"m{i:02d}", vector=unit(i % DIM) if i % 3 else None, minutes=i)
-                for i in range(23)]  # fmt: skip
+    memories = [
+        mem(f"m{i:02d}", vector=unit(i % DIM) if i % 3 else None, minutes=i) for i in range(23)
+    ]
     store.upsert(ns, memories)
     got = {m.id: m for m in store.iter_all(ns, batch=5)}
     assert sorted(got) == [m.id for m in memories]
@@ -458,8 +489,10 @@ def test_chroma_collections_are_hashed_and_configured(chroma_http_store: VectorS
     params = chroma_http_store._hnsw  # type: ignore[attr-defined]
     assert hnsw["space"] == "cosine"
     assert (hnsw["ef_construction"], hnsw["ef_search"], hnsw["max_neighbors"]) == (
-        params.ef_construction, params.ef_search, params.max_neighbors,
-    )  # fmt: skip
+        params.ef_construction,
+        params.ef_search,
+        params.max_neighbors,
+    )
     chroma_http_store.drop_namespace(ns)
 
 

@@ -1,0 +1,1 @@
+"""The web layer: ``create_app(settings, services=None)`` and its routers."""

@@ -1,0 +1,50 @@
+"""Request-scoped dependencies: the services, the caller's user id (auth)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, WebSocket
+
+from backend.engine.services import Services
+from backend.web.errors import APIError
+
+# Without API keys configured every caller is this user (a single-user, loopback app).
+LOCAL_USER = "local"
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+def user_for_authorization(services: Services, authorization: str | None) -> str | None:
+    """The user id for an ``Authorization`` header, or None when it is missing/wrong."""
+    keys = services.settings.server
+    if not keys.api_keys:
+        return LOCAL_USER
+    if not authorization or not authorization.lower().startswith("bearer "):
+        return None
+    return keys.user_for_key(authorization[7:].strip())
+
+
+def get_user(request: Request) -> str:
+    """The authenticated user id; 401 in the OpenAI shape when keys are configured."""
+    services = get_services(request)
+    user = user_for_authorization(services, request.headers.get("authorization"))
+    if user is None:
+        raise APIError(
+            401, "missing or invalid API key (Authorization: Bearer <key>)", "invalid_api_key"
+        )
+    return user
+
+
+def websocket_user(websocket: WebSocket) -> str | None:
+    services: Services = websocket.app.state.services
+    header = websocket.headers.get("authorization")
+    if header is None and "api_key" in websocket.query_params:
+        header = f"Bearer {websocket.query_params['api_key']}"
+    return user_for_authorization(services, header)
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+UserDep = Annotated[str, Depends(get_user)]

@@ -1,0 +1,275 @@
+"""The OpenAI-compatible chat API (wire.md): ``/v1/chat/completions``, ``/chat/stream``, models.
+
+The server holds the conversation: the last user message is the new turn; earlier
+messages seed a new session's short-term memory only; a leading system message is
+appended to the persona's prompt. Streaming is SSE framed by sse-starlette; the
+``intermediate_data:`` lines of the NeMo Agent Toolkit UI are sent only when the request
+asks for intermediate steps.
+
+Failure policy: bad input → 400/404/413 before anything is stored; an upstream failure
+before the first token → 502 (the user message and the marked reply are stored); after
+the first token → a final SSE event with the error object, then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from backend.engine.turn import SessionConflict, Turn, TurnRequest
+from backend.hippocampus import estimate_tokens
+from backend.llm.port import LLMError
+from backend.personas import UnknownPersona
+from backend.web.deps import ServicesDep, UserDep
+from backend.web.errors import APIError, error_body
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["openai"])
+
+MAX_MESSAGES = 1000
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str = "text"
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        if isinstance(self.content, list):
+            return "".join(part.text or "" for part in self.content if part.type == "text")
+        return ""
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """The OpenAI chat request; unknown parameters are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)
+    user: str | None = Field(None, max_length=256)
+    stream_options: StreamOptions | None = None
+    additional_props: dict[str, Any] | None = None
+    intermediate_steps: bool = False
+
+    def wants_steps(self) -> bool:
+        props = self.additional_props or {}
+        return self.intermediate_steps or bool(props.get("enableIntermediateSteps"))
+
+
+def _session_id(request: Request, body: ChatRequest) -> str | None:
+    for header in ("conversation-id", "x-session-id"):
+        value = request.headers.get(header)
+        if value and value.strip():
+            return value.strip()[:128]
+    return body.user.strip()[:128] if body.user and body.user.strip() else None
+
+
+def _turn_request(request: Request, body: ChatRequest, user: str, limit: int) -> TurnRequest:
+    last = body.messages[-1]
+    if last.role != "user" or not last.text().strip():
+        raise APIError(400, "the last message must be a non-empty user message", "invalid_messages")
+    if len(last.text()) > limit:
+        raise APIError(413, f"the message is longer than {limit} characters", "message_too_large")
+    system = [m.text() for m in body.messages[:-1] if m.role in ("system", "developer")]
+    history = [(m.role, m.text()) for m in body.messages[:-1] if m.role in ("user", "assistant")]
+    max_tokens = body.max_completion_tokens or body.max_tokens or None  # 0 means "not set"
+    return TurnRequest(
+        user_id=user,
+        text=last.text(),
+        persona_id=body.model,
+        session_id=_session_id(request, body),
+        client_system="\n\n".join(system) or None,
+        history=history,
+        temperature=body.temperature or None,
+        max_tokens=max_tokens,
+    )
+
+
+def _chunk(
+    cid: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
+
+
+def _usage(turn: Turn) -> dict[str, int]:
+    if turn.usage is not None:
+        prompt, completion = turn.usage.prompt_tokens, turn.usage.completion_tokens
+    else:  # the provider reported none: our estimate, so clients always get the field
+        prompt = sum(estimate_tokens(str(m.get("content") or "")) for m in turn.messages)
+        completion = estimate_tokens(turn.reply)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _step(name: str, payload: Any, turn: Turn) -> bytes:
+    """One NeMo-UI ``intermediate_data:`` line (not an SSE field; the UI reads it raw)."""
+    step = {
+        "id": uuid.uuid4().hex,
+        "name": name,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "status": "complete",
+        "parent_id": turn.turn_id,
+        "time_stamp": time.time(),
+    }
+    return f"intermediate_data: {json.dumps(step, ensure_ascii=False)}\n\n".encode()
+
+
+async def _begin(services: Any, turn_request: TurnRequest) -> Turn:
+    try:
+        return await services.engine.begin(turn_request)
+    except UnknownPersona:
+        raise APIError(
+            404, f"unknown model (persona) {turn_request.persona_id!r}", "model_not_found"
+        ) from None
+    except SessionConflict:
+        raise APIError(404, "session not found", "session_not_found") from None
+
+
+async def chat_completions(
+    request: Request, body: ChatRequest, user: UserDep, services: ServicesDep
+) -> Any:
+    limit = services.settings.server.max_message_chars
+    turn = await _begin(services, _turn_request(request, body, user, limit))
+    headers = {"X-Session-Id": turn.session.id}
+    cid, created, model = f"chatcmpl-{turn.turn_id}", int(time.time()), turn.persona.id
+    stream = turn.stream()
+    # Pull the first chunk before answering, so an upstream that is down gets a real 502.
+    try:
+        first = await anext(stream, None)
+    except LLMError as exc:
+        await stream.aclose()
+        return JSONResponse(
+            error_body(502, f"the chat model failed: {exc}", "upstream_error"),
+            status_code=502,
+            headers=headers,
+        )
+    if not body.stream:
+        parts = [first or ""]
+        try:
+            parts += [text async for text in stream]
+        except LLMError as exc:
+            return JSONResponse(
+                error_body(502, f"the chat model failed: {exc}", "upstream_error"),
+                status_code=502,
+                headers=headers,
+            )
+        return JSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": turn.finish_reason or "stop",
+                        "message": {"role": "assistant", "content": "".join(parts)},
+                    }
+                ],
+                "usage": _usage(turn),
+            },
+            headers=headers,
+        )
+
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    steps = body.wants_steps()
+
+    async def events() -> AsyncIterator[ServerSentEvent | bytes]:
+        try:
+            if steps:
+                yield _step("Memory activation", {"activated": _activated(turn)}, turn)
+            yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"role": "assistant"})))
+            if first:
+                yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"content": first})))
+            async for text in stream:
+                yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"content": text})))
+            yield ServerSentEvent(
+                json.dumps(_chunk(cid, created, model, {}, turn.finish_reason or "stop"))
+            )
+            if include_usage:
+                usage_chunk = _chunk(cid, created, model, {}, None, _usage(turn))
+                usage_chunk["choices"] = []
+                yield ServerSentEvent(json.dumps(usage_chunk))
+            if steps and turn.merged is not None:
+                yield _step("Memory report", await turn.merged, turn)
+        except LLMError as exc:
+            yield ServerSentEvent(
+                json.dumps(error_body(502, f"the chat model failed: {exc}", "upstream_error"))
+            )
+        finally:
+            await stream.aclose()
+        yield ServerSentEvent("[DONE]")
+
+    return EventSourceResponse(events(), headers=headers, ping=15)
+
+
+def _activated(turn: Turn) -> list[dict[str, Any]]:
+    from backend.engine.report import activation_part
+
+    return activation_part(turn.activation)["activated"]
+
+
+router.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
+router.add_api_route("/chat/stream", chat_completions, methods=["POST"], include_in_schema=False)
+
+
+@router.get("/v1/models")
+async def list_models(_user: UserDep, services: ServicesDep) -> dict[str, Any]:
+    """The personas, as OpenAI models."""
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": p.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": "limbic-memory",
+                "name": p.name,
+                "description": p.description,
+            }
+            for p in services.personas
+        ],
+    }

@@ -1,0 +1,245 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.llm.scripted_server import Reply
+from tests.web.harness import AppHarness
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[AppHarness]:
+    with AppHarness(tmp_path) as harness:
+        yield harness
+
+
+def sse_lines(response: httpx.Response) -> list[str]:
+    return [line for line in response.iter_lines() if line and not line.startswith(":")]
+
+
+def test_sdk_streaming_one_id_role_first_finish_and_usage(h: AppHarness) -> None:
+    client = openai.OpenAI(base_url=h.base_url + "/v1", api_key="unused")
+    h.chat.enqueue(Reply(chunks=["Hel", "lo", "!"]))
+    chunks = list(
+        client.chat.completions.create(
+            model="companion",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Hello!"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "stop" and all(f is None for f in finishes[:-1])
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+    assert {c.model for c in chunks} == {"companion"}
+
+
+def test_sdk_non_streaming_and_session_header(h: AppHarness) -> None:
+    client = openai.OpenAI(base_url=h.base_url + "/v1", api_key="unused")
+    raw = client.chat.completions.with_raw_response.create(
+        model="companion", messages=[{"role": "user", "content": "hello"}]
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "Hello there!"
+    assert completion.usage is not None and completion.usage.completion_tokens > 0
+    session = raw.headers["x-session-id"]
+    # Continue the same session: the server holds the history.
+    h.chat.enqueue(Reply(chunks=["again"]))
+    client.chat.completions.create(
+        model="companion",
+        messages=[{"role": "user", "content": "second"}],
+        extra_headers={"X-Session-Id": session},
+    )
+    transcript = h.services.sessions.transcript(session)
+    assert [m.content for m in transcript] == ["hello", "Hello there!", "second", "again"]
+
+
+@pytest.mark.anyio
+async def test_async_sdk_streaming(h: AppHarness) -> None:
+    client = openai.AsyncOpenAI(base_url=h.base_url + "/v1", api_key="unused")
+    stream = await client.chat.completions.create(
+        model="companion", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    parts = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+    assert "".join(parts) == "Hello there!"
+    done = await client.chat.completions.create(
+        model="companion", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert done.choices[0].message.content == "Hello there!"
+    await client.close()
+
+
+def test_nemo_ui_request_shape_over_http(h: AppHarness) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "hi from nemo"}],
+        "model": "string",
+        "temperature": 0,
+        "max_tokens": 0,
+        "top_p": 0,
+        "use_knowledge_base": True,
+        "top_k": 0,
+        "collection_name": "string",
+        "stop": True,
+        "stream": True,
+        "additional_props": {"enableIntermediateSteps": True},
+    }
+    headers = {
+        "Conversation-Id": "conv-123",
+        "X-Timezone": "Asia/Shanghai",
+        "User-Message-ID": "m-1",
+    }
+    with httpx.stream("POST", h.base_url + "/chat/stream", json=body, headers=headers) as r:
+        assert r.status_code == 200 and r.headers["x-session-id"] == "conv-123"
+        lines = sse_lines(r)
+    data = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    steps = [
+        json.loads(line[len("intermediate_data: ") :])
+        for line in lines
+        if line.startswith("intermediate_data: ")
+    ]
+    assert lines[-1] == "data: [DONE]"
+    assert (
+        "".join(d["choices"][0]["delta"].get("content", "") for d in data if d["choices"])
+        == "Hello there!"
+    )
+    assert [s["name"] for s in steps] == ["Memory activation", "Memory report"]
+    # Placeholders were not forwarded upstream.
+    sent = h.chat.chat_requests[-1].body
+    assert "max_tokens" not in sent and sent.get("temperature") != 0 or "temperature" not in sent
+    assert sent["model"] == "scripted"
+
+
+def test_no_intermediate_data_by_default(h: AppHarness) -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.stream("POST", h.base_url + "/v1/chat/completions", json=body) as r:
+        lines = sse_lines(r)
+    assert not any(line.startswith("intermediate_data") for line in lines)
+
+
+def test_full_history_clients_do_not_duplicate_history(h: AppHarness) -> None:
+    client = openai.OpenAI(base_url=h.base_url + "/v1", api_key="unused")
+    history = [
+        {"role": "system", "content": "Answer like a pirate."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+    ]
+    raw = client.chat.completions.with_raw_response.create(model="companion", messages=history)
+    session = raw.headers["x-session-id"]
+    upstream = h.chat.chat_requests[-1].body["messages"]
+    assert upstream[0]["role"] == "system" and upstream[0]["content"].endswith(
+        "Answer like a pirate."
+    )
+    assert [m["content"] for m in upstream[-3:]] == [
+        "first question",
+        "first answer",
+        "second question",
+    ]
+    # The client resends everything next time: nothing is duplicated.
+    client.chat.completions.create(
+        model="companion",
+        extra_headers={"X-Session-Id": session},
+        messages=[
+            *history,
+            {"role": "assistant", "content": "Hello there!"},
+            {"role": "user", "content": "third"},
+        ],
+    )
+    contents = [m.content for m in h.services.sessions.transcript(session)]
+    assert contents.count("first question") == 1 and contents[-2:] == ["third", "Hello there!"]
+
+
+def test_models_lists_personas(h: AppHarness) -> None:
+    client = openai.OpenAI(base_url=h.base_url + "/v1", api_key="unused")
+    assert "companion" in [m.id for m in client.models.list()]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (
+            {"model": "nobody", "messages": [{"role": "user", "content": "x"}]},
+            404,
+            "model_not_found",
+        ),
+        ({"messages": []}, 400, "invalid_request"),
+        ({"messages": [{"role": "assistant", "content": "x"}]}, 400, "invalid_messages"),
+        ({"messages": [{"role": "user", "content": "  "}]}, 400, "invalid_messages"),
+        ({"messages": "nope"}, 400, "invalid_request"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+            400,
+            "invalid_request",
+        ),
+    ],
+)
+def test_bad_requests_get_openai_errors(h: AppHarness, body: dict, status: int, code: str) -> None:
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=body)
+    assert r.status_code == status
+    assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+    assert h.services.sessions.list_sessions("local") == []  # nothing stored half-way
+
+
+def test_invalid_json_and_oversize_body(h: AppHarness) -> None:
+    r = httpx.post(
+        h.base_url + "/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400 and "error" in r.json()
+    big = {"messages": [{"role": "user", "content": "x" * 2_000_000}]}
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=big)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
+def test_upstream_down_before_first_token_is_a_502(h: AppHarness) -> None:
+    h.chat.enqueue(Reply.error(500))
+    r = httpx.post(
+        h.base_url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}], "stream": True},
+    )
+    assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
+    session = r.headers["x-session-id"]
+    rows = h.services.sessions.transcript(session)
+    assert [(m.role, m.status) for m in rows] == [("user", "complete"), ("assistant", "incomplete")]
+
+
+def test_upstream_drop_mid_stream_ends_with_error_event(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=["one ", "two ", "three"], drop_after=2))
+    with httpx.stream(
+        "POST",
+        h.base_url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}], "stream": True},
+    ) as r:
+        assert r.status_code == 200
+        lines = sse_lines(r)
+        session = r.headers["x-session-id"]
+    assert lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["error"]["type"] == "upstream_error"
+    rows = h.services.sessions.transcript(session)
+    assert (rows[-1].content, rows[-1].status) == ("one two ", "incomplete")
+    # The next turn works.
+    r = httpx.post(
+        h.base_url + "/v1/chat/completions",
+        headers={"X-Session-Id": session},
+        json={"messages": [{"role": "user", "content": "again"}]},
+    )
+    assert r.status_code == 200
+
+
+def test_healthz(h: AppHarness) -> None:
+    r = httpx.get(h.base_url + "/healthz")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok"
+    assert body["dependencies"]["chat"]["ok"] and body["dependencies"]["vector_store"]["ok"]
+    assert h.chat.chat_requests == []  # health never calls a model
