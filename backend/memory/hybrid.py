@@ -212,7 +212,7 @@ def bm25(
     b: float = 0.75,
 ) -> float:
     """BM25 with binary term frequency (each shared token counts once)."""
-    shared = [t for t in query_tokens if t in doc_tokens]
+    shared = [t for t in query_tokens if t in doc_tokens] if query_tokens else []
     if not shared:
         return 0.0
     avg = stats.avg_len if stats.avg_len > 0 else float(len(doc_tokens) or 1)
@@ -320,34 +320,41 @@ def _unit_rows(memories: Sequence[Memory]) -> tuple[np.ndarray, np.ndarray]:
         for m in memories
         if m.embedding is not None and np.ndim(m.embedding) == 1
     )
+    ok = np.zeros(len(memories), dtype=bool)
     if not dims:
-        return np.zeros((len(memories), 1)), np.zeros(len(memories), dtype=bool)
+        return np.zeros((len(memories), 1)), ok
     dim = dims.most_common(1)[0][0]
     rows = np.zeros((len(memories), dim))
-    ok = np.zeros(len(memories), dtype=bool)
     for i, memory in enumerate(memories):
         vector = memory.embedding
-        if vector is None or np.ndim(vector) != 1 or np.shape(vector)[0] != dim:
-            continue
-        with np.errstate(all="ignore"):
-            row = np.asarray(vector, dtype=np.float64)
-            norm = float(np.linalg.norm(row))
-        if math.isfinite(norm) and norm > 0 and np.all(np.isfinite(row)):
-            rows[i] = row / norm
+        if vector is not None and np.ndim(vector) == 1 and np.shape(vector)[0] == dim:
+            try:
+                rows[i] = np.asarray(vector, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue
             ok[i] = True
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(rows, axis=1)
+    ok &= np.isfinite(norms) & (norms > 0)
+    rows[~ok] = 0.0
+    rows[ok] /= norms[ok, None]
     return rows, ok
 
 
 def _token_cosines(docs: Sequence[frozenset[str]], corpus: CorpusStats) -> np.ndarray:
     """Cosine of IDF-weighted binary token vectors, pairwise (0 for an empty set)."""
     vocab: dict[str, int] = {}
-    for tokens in docs:
-        for token in tokens:
-            vocab.setdefault(token, len(vocab))
-    matrix = np.zeros((len(docs), max(1, len(vocab))))
+    row_index: list[int] = []
+    col_index: list[int] = []
     for i, tokens in enumerate(docs):
         for token in tokens:
-            matrix[i, vocab[token]] = corpus.idf(token)
+            row_index.append(i)
+            col_index.append(vocab.setdefault(token, len(vocab)))
+    weights = np.array([corpus.idf(token) for token in vocab]) if vocab else np.zeros(1)
+    matrix = np.zeros((len(docs), max(1, len(vocab))))
+    if row_index:
+        cols = np.asarray(col_index)
+        matrix[np.asarray(row_index), cols] = weights[cols]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
     return matrix @ matrix.T

@@ -29,7 +29,12 @@ def serve(settings: Settings) -> int:
     print(f"limbic-memory: http://{server.host}:{server.port}/", file=sys.stderr, flush=True)
     app = create_app(settings, services, own_services=True)
     config = uvicorn.Config(
-        app, host=server.host, port=server.port, log_level="warning", timeout_graceful_shutdown=30
+        app,
+        host=server.host,
+        port=server.port,
+        log_level="warning",
+        timeout_graceful_shutdown=30,
+        ws="websockets-sansio",
     )
     uvicorn.Server(config).run()
     return 0
