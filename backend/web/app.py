@@ -99,5 +99,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(openai_api.router)
+    # REST API routers (memories, sessions, personas) are included below this line.
+    # WebSocket and MCP are included below this line.
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
     return app
