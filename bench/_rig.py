@@ -11,6 +11,7 @@ Nothing here times anything; the benches do.
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import random
@@ -201,7 +202,7 @@ def split_chunks(text: str, n: int) -> list[str]:
     words = text.split(" ")
     n = max(1, min(n, len(words)))
     bounds = [round(i * len(words) / n) for i in range(n + 1)]
-    pieces = [" ".join(words[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [" ".join(words[a:b]) for a, b in itertools.pairwise(bounds)]
     return [p if i == 0 else " " + p for i, p in enumerate(pieces)]
 
 

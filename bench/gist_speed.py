@@ -6,8 +6,8 @@ Both sides start from raw vectors (ours includes the distance matrix, as divsel 
 its distances too): cosine, linear utility with random weights, lam 0.5, eps 0.1, unit
 vectors from a fixed seed. Prints a Markdown table of median wall times (after a
 warm-up), the ratio ours/divsel and whether both returned the same selection. On a busy
-machine multithreaded OpenBLAS can stall for a scheduler slice per matmul; compare with
-``OPENBLAS_NUM_THREADS=1`` set in the environment.
+machine multithreaded OpenBLAS can stall for a scheduler slice per matmul, so BLAS runs
+single-threaded by default, as in the app (``--blas-threads 0`` leaves it alone).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from backend.memory.gist import gist_select
+from backend.runtime import limit_blas_threads
 
 SEED = 20240528  # fixed: every run times the same inputs
 
@@ -51,11 +52,15 @@ def run(sizes: list[int], repeats: int, dim: int, k: int) -> list[str]:
 
     rng = np.random.default_rng(SEED)
     # Multithreaded BLAS stalls when the CPUs are oversubscribed, so the conditions print too.
-    blas_threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    from threadpoolctl import threadpool_info
+
+    blas_threads = ",".join(
+        str(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"
+    )
     rows = [
         f"GIST, cosine, linear utility, dim {dim}, k {k}, lam 0.5, eps 0.1, median of "
         f"{repeats} runs; numpy {np.__version__}, divsel {divsel.__version__}, "
-        f"{platform.machine()} x{os.cpu_count()}, OPENBLAS_NUM_THREADS={blas_threads}, "
+        f"{platform.machine()} x{os.cpu_count()}, BLAS threads {blas_threads}, "
         f"load average {os.getloadavg()[0]:.1f}",
         "",
         "| n | ours | divsel | ours/divsel | same selection |",
@@ -85,7 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=200, help="timed runs per cell")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--k", type=int, default=8)
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads (default 1, as the app runs: backend.runtime.limit_blas_threads)",
+    )
     args = parser.parse_args(argv)
+    if args.blas_threads > 0:
+        limit_blas_threads(args.blas_threads)
     try:
         rows = run(args.sizes, max(1, args.repeats), args.dim, args.k)
     except ImportError:

@@ -24,6 +24,7 @@ from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.port import ChatModel, LLMError
 from backend.personas import PersonaError, PersonaRegistry
+from backend.runtime import limit_blas_threads
 from backend.stores.long_term import LongTermMemory
 from backend.stores.sessions import SessionStore
 from backend.stores.vector_port import VectorStore
@@ -159,6 +160,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
 def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
     """Every real component, wired. Raises ``StartupError`` with a clear message."""
     clock = clock or SystemClock()
+    limit_blas_threads()
     _check_writable(settings.storage.data_dir)
     try:
         personas = PersonaRegistry.load(

@@ -341,23 +341,30 @@ def _unit_rows(memories: Sequence[Memory]) -> tuple[np.ndarray, np.ndarray]:
     return rows, ok
 
 
-def _token_cosines(docs: Sequence[frozenset[str]], corpus: CorpusStats) -> np.ndarray:
-    """Cosine of IDF-weighted binary token vectors, pairwise (0 for an empty set)."""
+def _token_cosines(
+    doc_sets: Sequence[Sequence[frozenset[str]]], corpus: CorpusStats
+) -> list[np.ndarray]:
+    """For each list of token sets: the pairwise cosine of IDF-weighted binary vectors."""
     vocab: dict[str, int] = {}
-    row_index: list[int] = []
-    col_index: list[int] = []
-    for i, tokens in enumerate(docs):
-        for token in tokens:
-            row_index.append(i)
-            col_index.append(vocab.setdefault(token, len(vocab)))
-    weights = np.array([corpus.idf(token) for token in vocab]) if vocab else np.zeros(1)
-    matrix = np.zeros((len(docs), max(1, len(vocab))))
-    if row_index:
-        cols = np.asarray(col_index)
-        matrix[np.asarray(row_index), cols] = weights[cols]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return matrix @ matrix.T
+    for docs in doc_sets:
+        for tokens in docs:
+            for token in tokens:
+                if token not in vocab:
+                    vocab[token] = len(vocab)
+    idf = np.array([corpus.idf(token) for token in vocab], dtype=np.float32)
+    out = []
+    for docs in doc_sets:
+        # float32: small float64 products hit OpenBLAS's threading overhead (10-50x
+        # slower on a busy 2-core machine); a similarity needs no more precision.
+        matrix = np.zeros((len(docs), max(1, len(vocab))), dtype=np.float32)
+        rows = [i for i, tokens in enumerate(docs) for _ in tokens]
+        cols = [vocab[token] for tokens in docs for token in tokens]
+        if cols:
+            matrix[rows, cols] = idf[cols]
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+        out.append((matrix @ matrix.T).astype(np.float64))
+    return out
 
 
 def fact_similarity(
@@ -379,10 +386,12 @@ def fact_similarity(
     docs = [memory_tokens(m) for m in memories]
     keyword_docs = [lexical_tokens("", m.keywords) for m in memories]
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
-    similarity = np.maximum(_token_cosines(docs, corpus), _token_cosines(keyword_docs, corpus))
+    by_tokens, by_keywords = _token_cosines([docs, keyword_docs], corpus)
+    similarity = np.maximum(by_tokens, by_keywords)
     rows, ok = _unit_rows(memories)
     if ok.sum() >= 2:
-        cos = rows @ rows.T
+        unit = rows.astype(np.float32)
+        cos = (unit @ unit.T).astype(np.float64)
         cjk = np.array([is_cjk(m.content) for m in memories])
         both = np.outer(cjk, cjk)
         cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)

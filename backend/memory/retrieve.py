@@ -34,6 +34,12 @@ from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 
 
+# hybrid: only the DIVERSITY_WINDOW * k best-scored candidates enter the restatement
+# collapse and GIST (measured: no recall change down to 3k on the eval corpus; it bounds
+# the pairwise work whatever the pool size).
+DIVERSITY_WINDOW = 4
+
+
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     """The activated memories in score order, plus how they were chosen.
@@ -190,11 +196,12 @@ def _retrieve_hybrid(
         ranked = kept_ranked
     if policy.k <= 0 or not ranked:
         return Retrieval(items=(), below_relevance=below)
-    similarity = fact_similarity([item.memory for item in ranked], stats, weights)
+    window = ranked[: DIVERSITY_WINDOW * policy.k]
+    similarity = fact_similarity([item.memory for item in window], stats, weights)
     kept = collapse_restatements(similarity, policy.same_fact)
     kept_set = set(kept)
-    collapsed = tuple(item.memory.id for i, item in enumerate(ranked) if i not in kept_set)
-    survivors = [ranked[i] for i in kept]
+    collapsed = tuple(item.memory.id for i, item in enumerate(window) if i not in kept_set)
+    survivors = [window[i] for i in kept]
     distances = 1.0 - similarity[np.ix_(kept, kept)]
     result = diversify(survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances)
     return Retrieval(
