@@ -1,4 +1,4 @@
-"""The ``limbic-memory`` command line: serve (default), chat."""
+"""The ``limbic-memory`` command line: serve (default), chat, mcp."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def _build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--report", action="store_true", help="print each turn's memory report as JSON"
     )
+
+    mcp = commands.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
+    mcp.add_argument("--persona", help="persona id (default: the configured default)")
+    mcp.add_argument("--user", default="local", help="user id (default: local)")
     return parser
 
 
@@ -99,6 +103,32 @@ async def _chat(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _mcp(args: argparse.Namespace) -> int:
+    """The memory tools of one namespace over stdio (stdout is the protocol: log to stderr)."""
+    from backend.engine.services import StartupError, build_services
+    from backend.memory.types import Namespace
+    from backend.personas import UnknownPersona
+    from backend.web.mcp_server import serve_stdio
+
+    settings = _load(args)
+    try:
+        services = build_services(settings)
+    except StartupError as exc:
+        print(f"limbic-memory: {exc}", file=sys.stderr)
+        return 1
+    try:
+        persona = services.personas.resolve(args.persona)
+    except UnknownPersona:
+        print(f"limbic-memory: unknown persona {args.persona!r}", file=sys.stderr)
+        await services.aclose()
+        return 2
+    try:
+        await serve_stdio(services.long_term, Namespace(args.user, persona.id))
+    finally:
+        await services.aclose()
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         from backend.web.server import serve
@@ -121,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command or "serve"
     if command == "chat":
         return asyncio.run(_chat(args))
+    if command == "mcp":
+        return asyncio.run(_mcp(args))
     return _serve(args)
 
 

@@ -161,8 +161,7 @@ def breakdown(queries: list[dict[str, Any]], scores: Scores) -> list[str]:
     )
     if scores.no_memory_returned:
         lines.append(
-            "no-memory queries: memories returned "
-            + ", ".join(map(str, scores.no_memory_returned))
+            "no-memory queries: memories returned " + ", ".join(map(str, scores.no_memory_returned))
         )
     return lines
 

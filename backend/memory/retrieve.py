@@ -33,7 +33,6 @@ from backend.memory.hybrid import (
 from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 
-
 # hybrid: only the DIVERSITY_WINDOW * k best-scored candidates enter the restatement
 # collapse and GIST (measured: no recall change down to 3k on the eval corpus; it bounds
 # the pairwise work whatever the pool size).

@@ -7,7 +7,10 @@ too, and takes its document frequencies from it. Tokens are
 ``backend.memory.hybrid.memory_tokens`` of each memory, so index and scorer agree.
 
 The port, ``LexicalIndex``, is tiny; ``InMemoryLexicalIndex`` is the implementation
-(an inverted index in dictionaries, per namespace).
+(an inverted index in dictionaries, per namespace). Since it sees every memory's
+importance, recency and supersession anyway, it also answers ``salient`` (the same
+filter and order as ``VectorStore.salient``) from a sorted list, which saves the
+activation a store round trip (20 ms on Chroma at 10k memories).
 
 Keeping it in sync: ``IndexedVectorStore`` wraps the ``VectorStore`` and mirrors every
 ``upsert``/``delete``/``drop_namespace`` into the index after the store accepted it;
@@ -25,6 +28,7 @@ a lexical candidate (cosine neighbours still are).
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import heapq
 import math
@@ -76,12 +80,20 @@ class LexicalIndex(Protocol):
         """Document count, mean length and the document frequency of ``tokens``."""
         ...
 
+    def salient(
+        self, ns: Namespace, *, since: datetime, min_importance: float, n: int
+    ) -> list[str] | None:
+        """Ids of ``VectorStore.salient`` (same filter, same order), or ``None`` when ``ns``
+        is not loaded (ask the store then)."""
+        ...
+
 
 @dataclass(slots=True)
 class _Doc:
     tokens: frozenset[str]
     live: bool
     importance: float
+    rank: tuple[float, float, str]  # salient order: -importance, -last_accessed, id
 
 
 @dataclass(slots=True)
@@ -89,21 +101,30 @@ class _Space:
     docs: dict[str, _Doc] = field(default_factory=dict)
     postings: dict[str, set[str]] = field(default_factory=dict)
     total_len: int = 0
+    by_rank: list[tuple[float, float, str]] = field(default_factory=list)  # live docs, sorted
     ready: bool = False
     pending: list[tuple[str, Any]] = field(default_factory=list)
 
     def put(self, memory: Memory) -> None:
         self.remove(memory.id)
         tokens = memory_tokens(memory)
-        self.docs[memory.id] = _Doc(tokens, not memory.is_superseded, memory.importance)
+        live = not memory.is_superseded
+        rank = (-memory.importance, -memory.last_accessed.timestamp(), memory.id)
+        self.docs[memory.id] = _Doc(tokens, live, memory.importance, rank)
         self.total_len += len(tokens)
         for token in tokens:
             self.postings.setdefault(token, set()).add(memory.id)
+        if live:
+            bisect.insort(self.by_rank, rank)
 
     def remove(self, memory_id: str) -> None:
         doc = self.docs.pop(memory_id, None)
         if doc is None:
             return
+        if doc.live:
+            at = bisect.bisect_left(self.by_rank, doc.rank)
+            if at < len(self.by_rank) and self.by_rank[at] == doc.rank:
+                del self.by_rank[at]
         self.total_len -= len(doc.tokens)
         for token in doc.tokens:
             ids = self.postings.get(token)
@@ -219,6 +240,28 @@ class InMemoryLexicalIndex:
             )
             best = heapq.nsmallest(n, eligible)  # best score first, ties to the smaller id
         return [(memory_id, -negative) for negative, memory_id in best]
+
+    def salient(
+        self, ns: Namespace, *, since: datetime, min_importance: float, n: int
+    ) -> list[str] | None:
+        """Walks the live documents by importance (then recency) until ``n`` are recent
+        enough; stops at the first one below ``min_importance``."""
+        since_ts = since.timestamp()
+        with self._lock:
+            space = self._spaces.get(ns)
+            if space is None or not space.ready:
+                return None
+            found: list[str] = []
+            if n <= 0:
+                return found
+            for negative_importance, negative_ts, memory_id in space.by_rank:
+                if -negative_importance < min_importance:
+                    break
+                if -negative_ts >= since_ts:
+                    found.append(memory_id)
+                    if len(found) >= n:
+                        break
+            return found
 
     def stats(self, ns: Namespace, tokens: Iterable[str]) -> CorpusStats:
         with self._lock:

@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
@@ -125,6 +126,7 @@ class LongTermMemory:
         self._new_id = id_factory
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._ann_worker: ThreadPoolExecutor | None = None
 
     # --- embeddings --------------------------------------------------------------------
 
@@ -160,45 +162,71 @@ class LongTermMemory:
     ) -> list[Memory]:
         """ANN neighbours ∪ salient memories ∪ lexical matches, live and above the floor.
 
-        Lexical matches come from the lexical index when one is kept (``lexical_pool``
-        best BM25 candidates); otherwise, without a query vector only, from a bounded
-        text scan per query keyword.
+        With a lexical index (``lexical_pool > 0``): the ANN query runs in a worker thread
+        while the index picks the ``lexical_pool`` best BM25 candidates and the salient
+        ids, which one ``get`` fetches. Without one: ANN neighbours and the store's
+        salient memories, plus (without a query vector only) a bounded text scan per
+        query keyword.
         """
         policy = self.activation
-        now = self.clock.now()
-        found: dict[str, Memory] = {}
-        if query_vector is not None:
-            for memory, _similarity in self.store.query(ns, query_vector, policy.pool):
-                found[memory.id] = memory
-        since = now - timedelta(days=policy.salient_days)
-        for memory in self.store.salient(
-            ns, since=since, min_importance=policy.salient_min_importance, n=policy.salient_n
-        ):
-            found.setdefault(memory.id, memory)
+        since = self.clock.now() - timedelta(days=policy.salient_days)
         index = self._lexical_ready(ns)
-        if index is not None:
-            hits = index.search(
-                ns,
-                lexical_tokens(query_text),
-                policy.lexical_pool,
-                min_importance=policy.min_importance,
-            )
-            wanted = [memory_id for memory_id, _score in hits if memory_id not in found]
-            for memory in self.store.get(ns, wanted):
+        found: dict[str, Memory] = {}
+        if index is None:
+            if query_vector is not None:
+                for memory, _similarity in self.store.query(ns, query_vector, policy.pool):
+                    found[memory.id] = memory
+            for memory in self.store.salient(
+                ns, since=since, min_importance=policy.salient_min_importance,
+                n=policy.salient_n,
+            ):  # fmt: skip
                 found.setdefault(memory.id, memory)
-        elif query_vector is None and policy.keyword_n > 0:
-            # Without a query vector the pool would be salient memories only: add memories
-            # whose text contains a query keyword (a bounded scan per keyword).
-            for keyword in extract_keywords(query_text)[:5]:
-                for memory in self.store.list(
-                    ns, text=keyword, limit=policy.keyword_n, include_superseded=False
-                ):
-                    found.setdefault(memory.id, memory)
+            if query_vector is None and policy.keyword_n > 0:
+                # Without a query vector the pool would be salient memories only: add
+                # memories whose text contains a query keyword (a bounded scan per keyword).
+                for keyword in extract_keywords(query_text)[:5]:
+                    for memory in self.store.list(
+                        ns, text=keyword, limit=policy.keyword_n, include_superseded=False
+                    ):
+                        found.setdefault(memory.id, memory)
+        else:
+            ann = None
+            if query_vector is not None:
+                ann = self._worker().submit(self.store.query, ns, query_vector, policy.pool)
+            try:
+                hits = index.search(
+                    ns, lexical_tokens(query_text), policy.lexical_pool,
+                    min_importance=policy.min_importance,
+                )  # fmt: skip
+                salient_ids = index.salient(
+                    ns, since=since, min_importance=policy.salient_min_importance,
+                    n=policy.salient_n,
+                )  # fmt: skip
+                wanted = [memory_id for memory_id, _score in hits] + list(salient_ids or ())
+                extra = self.store.get(ns, wanted) if wanted else []
+                if salient_ids is None:
+                    extra += self.store.salient(
+                        ns, since=since, min_importance=policy.salient_min_importance,
+                        n=policy.salient_n,
+                    )  # fmt: skip
+            finally:
+                neighbours = ann.result() if ann is not None else []
+            for memory, _similarity in neighbours:
+                found[memory.id] = memory
+            for memory in extra:
+                found.setdefault(memory.id, memory)
         return [
             m
             for m in found.values()
             if not m.is_superseded and m.importance >= policy.min_importance
         ]
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """One thread for the ANN query that runs beside the lexical lookups."""
+        with self._locks_guard:
+            if self._ann_worker is None:
+                self._ann_worker = ThreadPoolExecutor(1, thread_name_prefix="ltm-ann")
+            return self._ann_worker
 
     def activate(
         self,

@@ -42,6 +42,7 @@ they read as empty.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -67,7 +68,7 @@ class EmbeddingDimensionError(ValueError):
 
 
 @runtime_checkable
-class VectorStore(Protocol):
+class VectorStore(Protocol):  # (``builtins.list``: in the class body ``list`` is the method)
     """Long-term memories of many namespaces, with ANN search by cosine (see module doc)."""
 
     def upsert(self, ns: Namespace, memories: Sequence[Memory]) -> None:
@@ -117,13 +118,13 @@ class VectorStore(Protocol):
 
     def salient(
         self, ns: Namespace, *, since: datetime, min_importance: float, n: int
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """Up to ``n`` live memories with ``last_accessed >= since`` and
         ``importance >= min_importance``, ordered by importance desc, then last_accessed
         desc, then id."""
         ...
 
-    def missing_vectors(self, ns: Namespace, limit: int) -> list[Memory]:
+    def missing_vectors(self, ns: Namespace, limit: int) -> builtins.list[Memory]:
         """Up to ``limit`` memories stored without a vector (order unspecified)."""
         ...
 
@@ -134,7 +135,7 @@ class VectorStore(Protocol):
         """
         ...
 
-    def namespaces(self) -> list[Namespace]:
+    def namespaces(self) -> builtins.list[Namespace]:
         """Every namespace that holds a collection, sorted by (user_id, persona_id)."""
         ...
 

@@ -12,8 +12,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.engine.services import Services, build_services
-from backend.web import health, openai_api
+from backend.web import health, memories_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
+from backend.web.mcp_server import mount as mount_mcp
+from backend.web.websocket import router as websocket_router
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,9 @@ def create_app(
         owned = services is None if own_services is None else own_services
         app.state.services = services or await asyncio.to_thread(build_services, settings)
         try:
-            yield
+            # The MCP endpoint's session manager (streamable HTTP) runs for the app's lifetime.
+            async with app.state.mcp.run():
+                yield
         finally:
             if owned:
                 await app.state.services.aclose()
@@ -100,6 +104,14 @@ def create_app(
     app.include_router(health.router)
     app.include_router(openai_api.router)
     # REST API routers (memories, sessions, personas) are included below this line.
+    app.include_router(personas_api.router)
+    app.include_router(memories_api.router)
+    app.include_router(sessions_api.router)
     # WebSocket and MCP are included below this line.
+    app.include_router(websocket_router)
+    mount_mcp(app, settings.server.host)  # /mcp; its session manager runs in the lifespan
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    from backend.web.ui import mount_ui  # the browser UI (pages, fragments, static files)
+
+    mount_ui(app)
     return app

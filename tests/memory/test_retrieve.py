@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from backend.memory.hybrid import score_hybrid
 from backend.memory.retrieve import diversify, retrieve
 from backend.memory.scoring import score_pool
 from backend.memory.types import RetrievalPolicy
@@ -112,3 +113,86 @@ def test_empty_pool_and_k_zero() -> None:
         paraphrase_pool(), now=NOW, query_text="", query_vector=None, target_emotion=None
     )
     assert diversify(ranked, k=0, lam=0.5).items == ()
+
+
+# --- hybrid mode ------------------------------------------------------------------------
+
+HYBRID = RetrievalPolicy(k=4, mode="hybrid")
+
+
+def test_hybrid_keeps_one_paraphrase_and_the_other_facts() -> None:
+    result = retrieve(
+        paraphrase_pool(), now=NOW, query_text="", query_vector=unit(*np.eye(16)[0]),
+        target_emotion=None, policy=HYBRID,
+    )  # fmt: skip
+    ids = [item.memory.id for item in result.items]
+    assert sum(i.startswith("p") for i in ids) == 1
+    assert {"o0", "o1", "o2"} <= set(ids)
+    assert len(result.collapsed) == 4 and all(i.startswith("p") for i in result.collapsed)
+    finals = [item.score.final for item in result.items]
+    assert finals == sorted(finals, reverse=True)
+
+
+def test_hybrid_without_collapse_or_gist_is_plain_top_k() -> None:
+    result = retrieve(
+        paraphrase_pool(), now=NOW, query_text="", query_vector=unit(*np.eye(16)[0]),
+        target_emotion=None, policy=RetrievalPolicy(k=4, mode="hybrid", same_fact=2.0, lam=0),
+    )  # fmt: skip
+    top = score_hybrid(paraphrase_pool(), now=NOW, query_text="", query_vector=np.eye(16)[0])
+    assert [item.memory.id for item in result.items] == [i.memory.id for i in top[:4]]
+    assert all(item.memory.id.startswith("p") for item in result.items)
+    assert result.collapsed == ()
+
+
+def test_hybrid_min_relevance_drops_what_the_message_does_not_speak_for() -> None:
+    pool = [
+        memory("hit", "The user's cat is called Dumpling", vector=unit(1, 0), importance=0.5),
+        memory("vip", "The user has an important unrelated fact", vector=unit(0, 1),
+               importance=1.0),
+    ]  # fmt: skip
+    policy = RetrievalPolicy(k=4, mode="hybrid", min_relevance=0.3)
+    result = retrieve(
+        pool, now=NOW, query_text="how is Dumpling", query_vector=unit(1, 0),
+        target_emotion=None, policy=policy,
+    )  # fmt: skip
+    assert [item.memory.id for item in result.items] == ["hit"]
+    assert result.below_relevance == 1
+    nothing = retrieve(
+        pool, now=NOW, query_text="zzz", query_vector=unit(-1, -1), target_emotion=None,
+        policy=policy,
+    )  # fmt: skip
+    assert nothing.items == () and nothing.below_relevance == 2
+
+
+def test_hybrid_never_activates_superseded_memories() -> None:
+    pool = [
+        memory("new", "The user lives in Hangzhou", vector=unit(1, 0)),
+        memory("old", "The user lives in Guangzhou", vector=unit(1, 0.01), importance=1.0,
+               superseded_by="new"),
+    ]  # fmt: skip
+    result = retrieve(
+        pool, now=NOW, query_text="where do I live", query_vector=unit(1, 0),
+        target_emotion=None, policy=HYBRID,
+    )  # fmt: skip
+    assert [item.memory.id for item in result.items] == ["new"]
+
+
+def test_hybrid_works_without_vectors() -> None:
+    pool = [memory("a", "The user's cat is Dumpling"), memory("b", "The user likes tea")]
+    result = retrieve(
+        pool, now=NOW, query_text="Dumpling", query_vector=None, target_emotion=None,
+        policy=HYBRID,
+    )  # fmt: skip
+    assert result.items[0].memory.id == "a"
+    assert result.degraded == "fewer than 2 vectors"
+
+
+def test_diversify_accepts_a_distance_matrix() -> None:
+    ranked = score_pool(paraphrase_pool(), now=NOW)
+    # A matrix that calls everything identical: GIST at lambda 1 keeps just one row.
+    same = np.zeros((len(ranked), len(ranked)), dtype=np.float32)
+    result = diversify(ranked, k=4, lam=1.0, distances=same)
+    assert len(result.items) >= 1 and result.gist is not None
+    apart = np.ones((len(ranked), len(ranked)), dtype=np.float32) - np.eye(len(ranked))
+    spread = diversify(ranked, k=4, lam=1.0, distances=apart)
+    assert len(spread.items) == 4

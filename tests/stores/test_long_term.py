@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from backend.clock import FixedClock
-from backend.memory.types import Candidate, Emotion, Namespace
+from backend.config import MemorySettings
+from backend.memory.hybrid import lexical_tokens
+from backend.memory.types import Candidate, Emotion, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex
 from backend.stores.long_term import LongTermMemory
+from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
 from .fakes import BagOfWordsEmbedder
 
@@ -173,3 +180,160 @@ def test_import_drops_vectors_of_another_model(ltm: LongTermMemory) -> None:
     assert report.written == 1
     memory = ltm.get(OTHER, line["id"])
     assert memory is not None and memory.embedding is not None and memory.embedding.shape == (64,)
+
+
+# --- hybrid activation and the lexical index ---------------------------------------------
+
+
+def _hybrid(store: VectorStore | None = None, **activation: object) -> LongTermMemory:
+    counter = iter(range(1, 10_000))
+    policy = replace(MemorySettings().activation_policy(), **activation)  # type: ignore[arg-type]
+    return LongTermMemory(
+        store or InMemoryVectorStore(), BagOfWordsEmbedder(), FixedClock(T0),
+        activation=policy, id_factory=lambda: f"h{next(counter):04d}",
+    )  # fmt: skip
+
+
+def test_engine_default_keeps_no_lexical_index(ltm: LongTermMemory) -> None:
+    assert ltm.lexical is None and isinstance(ltm.store, InMemoryVectorStore)
+    hybrid = _hybrid()
+    assert isinstance(hybrid.lexical, InMemoryLexicalIndex)
+    assert isinstance(hybrid.store, IndexedVectorStore)
+
+
+def test_lexical_candidates_reach_beyond_the_ann_pool() -> None:
+    ltm = _hybrid(pool=1)  # importance 0.6: below the salient bar
+    ltm.write(NS, [fact("The user's cat is called Dumpling", importance=0.6)])
+    ltm.write(NS, [fact("The user likes morning walks in the park before work", importance=0.6)])
+    ltm.write(NS, [fact("The user's sister studies law in Osaka", importance=0.6)])
+    contents = [m.content for m in ltm.activate(NS, "morning walks in the park with Dumpling")
+                .memories]  # fmt: skip
+    assert "The user's cat is called Dumpling" in contents
+    assert "The user likes morning walks in the park before work" in contents
+    # Without the lexical index the one ANN neighbour is all there is (plus salient).
+    plain = _hybrid(store=ltm.store.inner, pool=1, lexical_pool=0)  # type: ignore[attr-defined]
+    assert plain.lexical is None
+    assert "The user's cat is called Dumpling" not in [
+        m.content for m in plain.activate(NS, "morning walks in the park with Dumpling").memories
+    ]
+
+
+def test_lexical_index_follows_writes_edits_deletes_and_supersession() -> None:
+    ltm = _hybrid(pool=1)
+    ltm.write(NS, [fact("The user's hamster is called Bean")])
+    ltm.activate(NS, "warm up")  # loads the namespace into the index
+    out = ltm.write(NS, [fact("The user plays the cello on Sundays")])
+    cello = out[0].memory_id or ""
+    index = ltm.lexical
+    assert index is not None
+    assert cello in [i for i, _ in index.search(NS, lexical_tokens("cello"), 5)]
+    ltm.update(NS, cello, content="The user plays the viola on Sundays")
+    assert index.search(NS, lexical_tokens("cello"), 5) == []
+    assert [i for i, _ in index.search(NS, lexical_tokens("viola"), 5)] == [cello]
+    ltm.write(NS, [fact("The user switched to the violin", supersedes=cello)])
+    assert index.search(NS, lexical_tokens("viola"), 5) == []  # superseded: not a candidate
+    assert ltm.delete(NS, cello)
+    assert index.stats(NS, ["viola"]).doc_freq == {}
+    ltm.store.drop_namespace(NS)
+    assert not index.is_loaded(NS)  # type: ignore[attr-defined]
+
+
+def test_lexical_index_loads_a_namespace_from_the_store_lazily() -> None:
+    raw = InMemoryVectorStore()
+    writer = LongTermMemory(raw, BagOfWordsEmbedder(), FixedClock(T0))  # no index
+    writer.write(NS, [fact("The user's tortoise is called Socrates")])
+    writer.write(NS, [fact("The user works night shifts at the hospital")])
+    ltm = _hybrid(store=raw, pool=1)
+    assert ltm.lexical is not None and not ltm.lexical.is_loaded(NS)  # type: ignore[attr-defined]
+    contents = [m.content for m in ltm.activate(NS, "night shifts and Socrates").memories]
+    assert "The user's tortoise is called Socrates" in contents
+    assert ltm.lexical.size(NS) == 2  # type: ignore[attr-defined]
+
+
+def test_writes_during_a_load_are_replayed() -> None:
+    index = InMemoryLexicalIndex()
+    stored = [_mem("a", "The user keeps bees"), _mem("b", "The user owns a boat")]
+
+    def load() -> Iterator[Memory]:
+        yield stored[0]
+        # Another thread writes while the load is half way: queued, then replayed.
+        index.upsert(NS, [_mem("c", "The user bought a kayak")])
+        index.delete(NS, ["b"])
+        yield stored[1]
+
+    index.ensure(NS, load)
+    assert index.size(NS) == 2
+    assert [i for i, _ in index.search(NS, lexical_tokens("kayak boat bees"), 5)] == ["a", "c"]
+    index.ensure(NS, lambda: pytest.fail("loaded twice"))
+
+
+def test_index_salient_matches_the_store() -> None:
+    rng = np.random.default_rng(3)
+    store = InMemoryVectorStore()
+    index = InMemoryLexicalIndex()
+    memories = [
+        _mem(
+            f"m{i:03d}",
+            f"memory number {i}",
+            importance=float(rng.choice([0.5, 0.7, 0.8, 0.9])),
+            days_ago=float(rng.uniform(0, 60)),
+            superseded=bool(rng.uniform() < 0.1),
+        )
+        for i in range(200)
+    ]
+    store.upsert(NS, memories)
+    index.ensure(NS, lambda: store.iter_all(NS))
+    for days, floor, n in [(30, 0.7, 5), (10, 0.8, 50), (60, 0.0, 300), (1, 0.95, 5), (30, 0.7, 0)]:
+        since = T0 - timedelta(days=days)
+        expected = [m.id for m in store.salient(NS, since=since, min_importance=floor, n=n)]
+        assert index.salient(NS, since=since, min_importance=floor, n=n) == expected
+    assert index.salient(OTHER, since=T0, min_importance=0.0, n=5) is None  # not loaded
+
+
+def test_activation_degrades_when_the_store_is_down() -> None:
+    class DownStore(InMemoryVectorStore):
+        def iter_all(self, ns: Namespace, batch: int = 500) -> Iterator[Memory]:
+            raise VectorStoreUnavailable("down")
+
+    ltm = _hybrid(store=DownStore())
+    activation = ltm.activate(NS, "anything")
+    assert activation.memories == [] and (activation.degraded or "").startswith("store unavailable")
+
+
+def test_hybrid_activation_collapses_restatements() -> None:
+    ltm = _hybrid()
+    store = ltm.store
+    vectors = np.eye(64, dtype=np.float32)
+    restatements = [
+        _mem(f"r{i}", text, importance=0.8, vector=vectors[0] + 0.05 * vectors[i + 1],
+             keywords=("dumpling", "cat"))
+        for i, text in enumerate([
+            "The user's cat is called Dumpling", "Dumpling is the user's ginger cat",
+            "The user has a ginger cat named Dumpling",
+        ])
+    ]  # fmt: skip
+    other = _mem("o", "The user's sister lives in Osaka", vector=vectors[10], importance=0.8)
+    store.upsert(NS, [*restatements, other])
+    activation = ltm.activate(NS, "how is Dumpling the cat", query_vector=vectors[0])
+    ids = [m.id for m in activation.memories]
+    assert sum(i.startswith("r") for i in ids) == 1 and "o" in ids
+    assert len(activation.retrieval.collapsed) == 2
+
+
+def _mem(
+    memory_id: str,
+    content: str,
+    *,
+    importance: float = 0.6,
+    days_ago: float = 0.0,
+    superseded: bool = False,
+    vector: np.ndarray | None = None,
+    keywords: tuple[str, ...] = (),
+) -> Memory:
+    when = T0 - timedelta(days=days_ago)
+    return Memory(
+        id=memory_id, content=content, category="general", importance=importance,
+        created_at=when, last_accessed=when, keywords=keywords,
+        superseded_by="newer" if superseded else None,
+        embedding=None if vector is None else vector / np.linalg.norm(vector),
+    )  # fmt: skip

@@ -1,0 +1,387 @@
+"""The chat page (``/``): conversations, the persona picker, streaming replies, the memory panel.
+
+A message is posted by an htmx form: the turn begins (the user message is stored, the
+memories activated) and the answer is the user's bubble plus an assistant bubble whose
+hidden stream element opens ``GET /ui/sessions/{sid}/turns/{tid}/stream`` with htmx's
+SSE extension. That stream sends ``token`` events (HTML-escaped text, appended as it
+arrives), one ``final`` event (the finished bubble: markdown rendered, or the error with
+a retry button, and a loader that refreshes the memory panel once the merge is done)
+and ``done``. The stop button closes the EventSource: the engine records the reply as
+incomplete, and the page fetches the finished bubble from ``GET .../turns/{tid}``.
+
+Failure policy: bad input → 400/404/413 fragments shown inline; a model failure → an
+inline error with a retry button in the reply's bubble; the panel never fails a page
+(a missing report shows as "no turn yet").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlsplit
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+from markupsafe import escape
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from backend.engine.services import Services
+from backend.engine.turn import SessionConflict, TurnRequest
+from backend.llm.port import LLMError
+from backend.personas import Persona, UnknownPersona
+from backend.stores.sessions import Message, Session
+from backend.web.ui_support import (
+    SECURITY_HEADERS,
+    UiError,
+    UiReader,
+    UiWriter,
+    fragment,
+    redirect,
+    render,
+    services_of,
+)
+from backend.web.ui_turns import PendingTurn, TurnRegistry
+
+log = logging.getLogger(__name__)
+router = APIRouter(include_in_schema=False)
+
+SESSION_LIST_LIMIT = 200  # conversations shown in the sidebar
+TITLE_CHARS = 60  # an automatic title: the start of the first message
+MAX_TITLE = 200
+STOP_WAIT_S = 15.0  # how long the stop button's look-up waits for the stream to close
+GONE = "the client went away"  # turn.py's error for a reply cut short by the client
+
+
+def registry(request: Request) -> TurnRegistry:
+    """The app's registry of turns in flight, made on first use (it needs the engine,
+    which the lifespan builds)."""
+    turns: TurnRegistry | None = getattr(request.app.state, "ui_turns", None)
+    if turns is None:
+        turns = request.app.state.ui_turns = TurnRegistry(services_of(request).engine)
+    return turns
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def message_view(
+    message: Message | None = None, *, retry_text: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """What ``_message.html`` shows of a stored message (or of ``fields``)."""
+    view: dict[str, Any] = {
+        "role": "assistant",
+        "content": "",
+        "status": "complete",
+        "error": None,
+        "created_at": _now(),
+        "turn_id": None,
+        "retry_text": retry_text,
+    }
+    if message is not None:
+        view.update(
+            role=message.role,
+            content=message.content,
+            status=message.status,
+            error=message.error,
+            created_at=message.created_at,
+            turn_id=message.turn_id,
+        )
+    view.update(fields)
+    view["stopped"] = view["status"] == "incomplete" and view["error"] == GONE
+    return view
+
+
+def transcript_views(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    views = []
+    last_user: str | None = None
+    for message in messages:
+        if message.role == "user":
+            last_user = message.content
+        if message.role in ("user", "assistant"):
+            retry = last_user if message.role == "assistant" else None
+            views.append(message_view(message, retry_text=retry))
+    return views
+
+
+def _persona_of(services: Services, session: Session) -> Persona:
+    return services.personas.get(session.persona_id) or services.personas.default
+
+
+async def _session_or_404(services: Services, session_id: str, user: str) -> Session:
+    session = await asyncio.to_thread(services.sessions.get_session, session_id, user)
+    if session is None:
+        raise UiError(404, "This conversation does not exist (it may have been deleted).")
+    return session
+
+
+async def _sessions(services: Services, user: str) -> list[Session]:
+    return await asyncio.to_thread(services.sessions.list_sessions, user, None, SESSION_LIST_LIMIT)
+
+
+async def panel_context(
+    services: Services, session_id: str, report: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The memory panel: background, short-term items and the last turn's report."""
+    state = await asyncio.to_thread(services.sessions.load_state, session_id)
+    if report is None:
+        reports = await asyncio.to_thread(services.sessions.turn_reports, session_id)
+        report = reports[-1].report if reports else None
+    return {
+        "session_id": session_id,
+        "background": state.background,
+        "short_term": [
+            {
+                "role": str(item.get("role", "")),
+                "text": str(item.get("text", "")),
+                "compressed": bool(item.get("compressed")),
+            }
+            for item in state.short_term
+            if isinstance(item, dict)
+        ],
+        "emotion": _emotion(state.user_emotion),
+        "report": None if report is None else _report(report),
+    }
+
+
+_REPORT_LISTS = ("activated", "written", "reinforced", "superseded", "rejected")
+
+
+def _report(report: dict[str, Any]) -> dict[str, Any]:
+    """The stored report with every key the panel reads (older reports may lack some)."""
+    shaped = dict(report)
+    for key in _REPORT_LISTS:
+        value = shaped.get(key)
+        shaped[key] = value if isinstance(value, list) else []
+    hippocampus = shaped.get("hippocampus")
+    shaped["hippocampus"] = {
+        "status": None,
+        "ms": None,
+        "error": None,
+        **(hippocampus if isinstance(hippocampus, dict) else {}),
+    }
+    reply = shaped.get("reply")
+    shaped["reply"] = {"status": None, "error": None, **(reply if isinstance(reply, dict) else {})}
+    return shaped
+
+
+def _emotion(emotion: Any) -> dict[str, Any] | None:
+    if not isinstance(emotion, dict) or not isinstance(emotion.get("label"), str):
+        return None
+    intensity = emotion.get("intensity")
+    number = isinstance(intensity, int | float) and not isinstance(intensity, bool)
+    return {"label": emotion["label"], "intensity": float(intensity) if number else None}
+
+
+@router.get("/", response_class=HTMLResponse)
+async def chat_page(
+    request: Request, auth: UiReader, session: str | None = None, new: bool = False
+) -> Response:
+    services = services_of(request)
+    sessions = await _sessions(services, auth.user)
+    current: Session | None = None
+    if session:
+        current = await _session_or_404(services, session, auth.user)
+    elif not new and sessions:
+        current = sessions[0]
+    context: dict[str, Any] = {
+        "sessions": sessions,
+        "current": current,
+        "personas": list(services.personas),
+        "default_persona": services.personas.default.id,
+        "max_chars": services.settings.server.max_message_chars,
+    }
+    if current is not None:
+        messages = await asyncio.to_thread(services.sessions.transcript, current.id)
+        context.update(
+            session_id=current.id,
+            persona=_persona_of(services, current),
+            messages=transcript_views(messages),
+            panel=await panel_context(services, current.id),
+        )
+    return render(request, "chat.html", context)
+
+
+@router.post("/ui/sessions")
+async def create_session(
+    request: Request, auth: UiWriter, persona: Annotated[str, Form(max_length=64)] = ""
+) -> Response:
+    services = services_of(request)
+    try:
+        chosen = services.personas.resolve(persona)
+    except UnknownPersona:
+        raise UiError(404, "There is no such persona.") from None
+    created = await asyncio.to_thread(services.sessions.create_session, auth.user, chosen.id)
+    log.info("ui: session %s created with persona %s", created.id, chosen.id)
+    return redirect(request, f"/?session={created.id}")
+
+
+def _session_list(request: Request, sessions: list[Session], current: str | None) -> Response:
+    return render(request, "_session_list.html", {"sessions": sessions, "current_id": current})
+
+
+def _page_session(request: Request) -> str | None:
+    """The conversation open in the page that sent an htmx request."""
+    url = request.headers.get("hx-current-url", "")
+    values = parse_qs(urlsplit(url).query).get("session")
+    return values[0] if values else None
+
+
+@router.post("/ui/sessions/{session_id}/rename")
+async def rename_session(
+    request: Request,
+    session_id: str,
+    auth: UiWriter,
+    title: Annotated[str, Form(max_length=MAX_TITLE)] = "",
+) -> Response:
+    services = services_of(request)
+    await _session_or_404(services, session_id, auth.user)
+    await asyncio.to_thread(services.sessions.rename, session_id, auth.user, title.strip() or None)
+    return _session_list(request, await _sessions(services, auth.user), _page_session(request))
+
+
+@router.post("/ui/sessions/{session_id}/delete")
+async def delete_session(request: Request, session_id: str, auth: UiWriter) -> Response:
+    services = services_of(request)
+    await asyncio.to_thread(services.sessions.delete_session, session_id, auth.user)
+    log.info("ui: session %s deleted", session_id)
+    current = _page_session(request)
+    if current is None or current == session_id:
+        return redirect(request, "/")
+    return _session_list(request, await _sessions(services, auth.user), current)
+
+
+@router.post("/ui/sessions/{session_id}/messages")
+async def send_message(
+    request: Request,
+    session_id: str,
+    auth: UiWriter,
+    text: Annotated[str, Form()] = "",
+) -> Response:
+    services = services_of(request)
+    limit = services.settings.server.max_message_chars
+    if not text.strip():
+        raise UiError(400, "Write a message first.")
+    if len(text) > limit:
+        raise UiError(413, f"The message is longer than {limit} characters.")
+    session = await _session_or_404(services, session_id, auth.user)
+    try:
+        turn = await services.engine.begin(
+            TurnRequest(user_id=auth.user, text=text, session_id=session.id)
+        )
+    except SessionConflict:
+        raise UiError(404, "This conversation does not exist.") from None
+    entry = registry(request).add(turn, auth.user, text)
+    context: dict[str, Any] = {
+        "user_message": message_view(role="user", content=text, turn_id=turn.turn_id),
+        "persona": turn.persona,
+        "session_id": session.id,
+        "turn_id": turn.turn_id,
+        "entry": entry,
+        "retitled": None,
+        "title": session.title,
+    }
+    if session.title is None:  # name the conversation after its first message
+        title = " ".join(text.split())[:TITLE_CHARS]
+        await asyncio.to_thread(services.sessions.rename, session.id, auth.user, title)
+        context.update(retitled=await _sessions(services, auth.user), title=title)
+    return render(request, "_turn.html", context)
+
+
+def _final_context(entry: PendingTurn, error: str | None = None) -> dict[str, Any]:
+    turn = entry.turn
+    status = "complete" if turn.status == "complete" and error is None else "incomplete"
+    message = message_view(
+        content=turn.reply,
+        status=status,
+        error=error or turn.error,
+        turn_id=turn.turn_id,
+        retry_text=entry.text,
+    )
+    return {"m": message, "persona": turn.persona, "session_id": entry.session_id}
+
+
+async def _stored_reply(services: Services, session_id: str, turn_id: str) -> dict[str, Any]:
+    messages = await asyncio.to_thread(services.sessions.transcript, session_id)
+    views = [v for v in transcript_views(messages) if v["turn_id"] == turn_id]
+    replies = [v for v in views if v["role"] == "assistant"]
+    if replies:
+        return replies[-1]
+    return message_view(status="incomplete", error="this reply was not found", turn_id=turn_id)
+
+
+@router.get("/ui/sessions/{session_id}/turns/{turn_id}/stream")
+async def stream_turn(request: Request, session_id: str, turn_id: str, auth: UiReader) -> Response:
+    services = services_of(request)
+    session = await _session_or_404(services, session_id, auth.user)
+    turns = registry(request)
+    entry = turns.claim(turn_id, auth.user)
+
+    async def replay() -> AsyncIterator[ServerSentEvent]:
+        # Already streamed (a reconnect) or unknown: the stored reply, as it is now.
+        message = await _stored_reply(services, session.id, turn_id)
+        context = {"m": message, "persona": _persona_of(services, session)}
+        html = fragment(request, "_assistant_final.html", session_id=session.id, **context)
+        yield ServerSentEvent(html, event="final")
+        yield ServerSentEvent("end", event="done")
+
+    async def live(entry: PendingTurn) -> AsyncIterator[ServerSentEvent]:
+        stream = entry.turn.stream()
+        error: str | None = None
+        try:
+            async for text in stream:
+                if text:
+                    yield ServerSentEvent(str(escape(text)), event="token")
+        except LLMError as exc:
+            error = f"The model failed: {exc}"
+            log.warning("ui: turn %s failed: %s", turn_id, exc)
+        finally:
+            await stream.aclose()
+            turns.finish(entry)
+        html = fragment(request, "_assistant_final.html", **_final_context(entry, error))
+        yield ServerSentEvent(html, event="final")
+        yield ServerSentEvent("end", event="done")
+
+    events = replay() if entry is None else live(entry)
+    headers = {k: v for k, v in SECURITY_HEADERS.items() if k != "Cache-Control"}
+    return EventSourceResponse(events, ping=15, headers=headers)
+
+
+@router.get("/ui/sessions/{session_id}/turns/{turn_id}", response_class=HTMLResponse)
+async def finished_turn(
+    request: Request, session_id: str, turn_id: str, auth: UiReader
+) -> Response:
+    """The finished bubble of a turn (after the stop button closed its stream)."""
+    services = services_of(request)
+    session = await _session_or_404(services, session_id, auth.user)
+    turns = registry(request)
+    entry = turns.get(turn_id, auth.user)
+    if entry is not None and await turns.wait_finished(entry, STOP_WAIT_S):
+        context = _final_context(entry)
+    else:
+        context = {
+            "m": await _stored_reply(services, session.id, turn_id),
+            "persona": _persona_of(services, session),
+            "session_id": session.id,
+        }
+    return render(request, "_assistant_final.html", context)
+
+
+@router.get("/ui/sessions/{session_id}/panel", response_class=HTMLResponse)
+async def memory_panel(
+    request: Request, session_id: str, auth: UiReader, turn: str | None = None
+) -> Response:
+    """The memory panel; with ``turn``, once that turn's merge is done (bounded wait)."""
+    services = services_of(request)
+    session = await _session_or_404(services, session_id, auth.user)
+    report = None
+    turns = registry(request)
+    entry = turns.get(turn, auth.user) if turn else None
+    if entry is not None:
+        timeout = services.engine.settings.hippocampus_timeout_s + 10.0
+        report = await turns.wait_merged(entry, timeout)
+    context = await panel_context(services, session.id, report)
+    return render(request, "_panel.html", {"panel": context})

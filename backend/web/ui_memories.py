@@ -1,0 +1,313 @@
+"""The memories page (``/memories``): browse, search, filter, sort, edit, pin, delete,
+version chains, export and import — the caller's memories with one persona.
+
+Sorting by ``score`` uses the decay pass's strength (``backend.memory.decay``): how
+alive a memory is now, from its importance, category, use and age. ``importance``,
+``recency`` (last recalled) and ``created`` sort by those fields. Like the REST API,
+sorting reads every memory that matches the filters: fine for one person's memories.
+
+Failure policy: an unknown persona or memory → 404 fragment; the store unreachable →
+503 fragment; an unreadable import file → 400 fragment. Nothing is half-applied: an
+edit is one upsert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+
+from backend.engine.services import Services
+from backend.memory.decay import memory_strength
+from backend.memory.types import CATEGORIES, Memory, Namespace
+from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
+from backend.web.memories_api import delete_memories
+from backend.web.ui_support import UiError, UiReader, UiWriter, render, services_of
+
+log = logging.getLogger(__name__)
+router = APIRouter(include_in_schema=False)
+
+PAGE_SIZE = 50
+MAX_QUERY = 200
+MAX_CONTENT = 2000  # characters of an edited memory (the hippocampus writes ~300)
+Sort = Literal["score", "importance", "recency", "created"]
+SORTS: dict[str, str] = {
+    "score": "Score (strength now)",
+    "importance": "Importance",
+    "recency": "Recently recalled",
+    "created": "Newest",
+}
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    try:
+        yield
+    except VectorStoreUnavailable as exc:
+        raise UiError(503, f"The long-term store is unavailable: {exc}") from None
+    except EmbeddingDimensionError as exc:
+        raise UiError(409, str(exc)) from None
+
+
+def _namespace(services: Services, user: str, persona_id: str | None) -> Namespace:
+    if not persona_id:
+        return Namespace(user, services.personas.default.id)
+    persona = services.personas.get(persona_id)
+    if persona is None:
+        raise UiError(404, "There is no such persona.")
+    return Namespace(user, persona.id)
+
+
+def memory_view(memory: Memory, services: Services) -> dict[str, Any]:
+    return {
+        "m": memory,
+        "strength": memory_strength(memory, services.clock.now()),
+    }
+
+
+def _sorted(memories: list[Memory], sort: str, services: Services) -> list[Memory]:
+    now = services.clock.now()
+    if sort == "score":
+        return sorted(memories, key=lambda m: (-memory_strength(m, now), -m.importance, m.id))
+    if sort == "importance":
+        return sorted(memories, key=lambda m: (-m.importance, -m.created_at.timestamp(), m.id))
+    if sort == "recency":
+        return sorted(memories, key=lambda m: (-m.last_accessed.timestamp(), m.id))
+    return sorted(memories, key=lambda m: (-m.created_at.timestamp(), m.id))
+
+
+def _listing(
+    services: Services,
+    ns: Namespace,
+    *,
+    q: str,
+    category: str,
+    sort: str,
+    page: int,
+    superseded: bool,
+) -> dict[str, Any]:
+    store = services.long_term.store
+    filters: dict[str, Any] = {
+        "category": category or None,
+        "text": q.strip() or None,
+        "include_superseded": superseded,
+    }
+    with _store_errors():
+        total = store.count(ns, **filters)
+        rows = store.list(ns, offset=0, limit=max(total, 1), **filters)
+    rows = _sorted(rows, sort, services)
+    pages = max(1, -(-total // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    shown = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    return {
+        "memories": [memory_view(m, services) for m in shown],
+        "total": total,
+        "page": page,
+        "pages": pages,
+        "filters": {
+            "q": q,
+            "category": category,
+            "sort": sort,
+            "superseded": superseded,
+            "persona": ns.persona_id,
+        },
+    }
+
+
+QueryText = Annotated[str, Query(max_length=MAX_QUERY)]
+
+
+@router.get("/memories", response_class=HTMLResponse)
+async def memories_page(
+    request: Request,
+    auth: UiReader,
+    persona: str = "",
+    q: QueryText = "",
+    category: str = "",
+    sort: Sort = "score",
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    superseded: bool = False,
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona)
+    if category and category not in CATEGORIES:
+        category = ""
+    listing = await asyncio.to_thread(
+        _listing,
+        services,
+        ns,
+        q=q,
+        category=category,
+        sort=sort,
+        page=page,
+        superseded=superseded,
+    )
+    context = {
+        "listing": listing,
+        "personas": list(services.personas),
+        "persona_id": ns.persona_id,
+        "categories": CATEGORIES,
+        "sorts": SORTS,
+    }
+    name = "_memory_list.html" if request.headers.get("hx-target") == "memory-list" else None
+    return render(request, name or "memories.html", context)
+
+
+# export and import come before the /{memory_id} routes, which would match their paths.
+
+
+@router.get("/ui/memories/{persona_id}/export")
+async def export_memories(request: Request, persona_id: str, auth: UiReader) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    with _store_errors():
+        lines = await asyncio.to_thread(lambda: list(services.long_term.export_jsonl(ns)))
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(lines), 256):
+            yield "".join(lines[start : start + 256]).encode()
+
+    return StreamingResponse(
+        chunks(),
+        media_type="application/x-ndjson",
+        headers={
+            "Content-Disposition": f'attachment; filename="memories-{ns.persona_id}.jsonl"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.post("/ui/memories/{persona_id}/import", response_class=HTMLResponse)
+async def import_memories(
+    request: Request,
+    persona_id: str,
+    auth: UiWriter,
+    file: Annotated[UploadFile, File()],
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    data = await file.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UiError(400, "The file is not UTF-8 text (expected a JSON Lines export).") from None
+    with _store_errors():
+        report = await asyncio.to_thread(services.long_term.import_jsonl, ns, text.split("\n"))
+    log.info("ui: import into %s: %d written", ns.key, report.written)
+    return render(
+        request,
+        "_import_result.html",
+        {"report": report, "filename": file.filename or "the file"},
+        headers={"HX-Trigger": "memories-changed"},
+    )
+
+
+async def _get(services: Services, ns: Namespace, memory_id: str) -> Memory:
+    with _store_errors():
+        memory = await asyncio.to_thread(services.long_term.get, ns, memory_id)
+    if memory is None:
+        raise UiError(404, "This memory no longer exists.")
+    return memory
+
+
+def _card(request: Request, services: Services, ns: Namespace, memory: Memory) -> Response:
+    context = {"item": memory_view(memory, services), "persona_id": ns.persona_id}
+    return render(request, "_memory_card.html", context)
+
+
+@router.get("/ui/memories/{persona_id}/{memory_id}", response_class=HTMLResponse)
+async def memory_card(
+    request: Request, persona_id: str, memory_id: str, auth: UiReader, edit: bool = False
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    memory = await _get(services, ns, memory_id)
+    if edit:
+        context = {
+            "item": memory_view(memory, services),
+            "persona_id": ns.persona_id,
+            "categories": CATEGORIES,
+            "max_content": MAX_CONTENT,
+        }
+        return render(request, "_memory_edit.html", context)
+    return _card(request, services, ns, memory)
+
+
+@router.post("/ui/memories/{persona_id}/{memory_id}", response_class=HTMLResponse)
+async def edit_memory(
+    request: Request,
+    persona_id: str,
+    memory_id: str,
+    auth: UiWriter,
+    content: Annotated[str, Form(max_length=MAX_CONTENT)],
+    importance: Annotated[float, Form(ge=0, le=1)],
+    category: Annotated[str, Form(max_length=40)] = "",
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    if not content.strip():
+        raise UiError(400, "A memory cannot be empty.")
+    try:
+        with _store_errors():
+            memory = await asyncio.to_thread(
+                services.long_term.update,
+                ns,
+                memory_id,
+                content=content,
+                importance=importance,
+                category=category or None,
+            )
+    except KeyError:
+        raise UiError(404, "This memory no longer exists.") from None
+    log.info("ui: memory %s edited in %s", memory_id, ns.key)
+    return _card(request, services, ns, memory)
+
+
+@router.post("/ui/memories/{persona_id}/{memory_id}/pin", response_class=HTMLResponse)
+async def pin_memory(
+    request: Request,
+    persona_id: str,
+    memory_id: str,
+    auth: UiWriter,
+    pinned: Annotated[bool, Form()],
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    try:
+        with _store_errors():
+            memory = await asyncio.to_thread(
+                services.long_term.update, ns, memory_id, pinned=pinned
+            )
+    except KeyError:
+        raise UiError(404, "This memory no longer exists.") from None
+    return _card(request, services, ns, memory)
+
+
+@router.post("/ui/memories/{persona_id}/{memory_id}/delete")
+async def delete_memory(
+    request: Request, persona_id: str, memory_id: str, auth: UiWriter
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    with _store_errors():
+        await asyncio.to_thread(delete_memories, services.long_term, ns, [memory_id])
+    log.info("ui: memory %s deleted in %s", memory_id, ns.key)
+    return Response("", headers={"HX-Trigger": "memories-changed"})
+
+
+@router.get("/ui/memories/{persona_id}/{memory_id}/versions", response_class=HTMLResponse)
+async def memory_versions(
+    request: Request, persona_id: str, memory_id: str, auth: UiReader
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    with _store_errors():
+        chain = await asyncio.to_thread(services.long_term.version_chain, ns, memory_id)
+    if not chain:
+        raise UiError(404, "This memory no longer exists.")
+    return render(request, "_versions.html", {"chain": chain, "current": memory_id})

@@ -1,0 +1,175 @@
+"""The personas page, the status page, and signing in and out of the UI.
+
+Failure policy: the status page never calls a model (the same TCP probes as
+``/healthz``) and shows a dependency that fails as down rather than failing itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from backend.engine.services import Services
+from backend.memory.types import Namespace
+from backend.web import health
+from backend.web.ui_support import (
+    COOKIE,
+    COOKIE_MAX_AGE_S,
+    CrossSiteRequest,
+    UiReader,
+    UiWriter,
+    redirect,
+    render,
+    safe_next,
+    same_origin,
+    services_of,
+)
+
+log = logging.getLogger(__name__)
+router = APIRouter(include_in_schema=False)
+
+MAX_KEY = 512
+
+
+def _memory_counts(services: Services, user: str, persona_id: str) -> dict[str, int]:
+    ns = Namespace(user, persona_id)
+    store = services.long_term.store
+    try:
+        total = store.count(ns)
+        live = store.count(ns, include_superseded=False)
+    except Exception as exc:  # shown as unknown: the status page must not fail
+        log.warning("status: counting memories of %s failed: %s", ns.key, type(exc).__name__)
+        return {"total": -1, "live": -1, "sessions": -1}
+    sessions = len(services.sessions.list_sessions(user, persona_id, limit=100_000))
+    return {"total": total, "live": live, "sessions": sessions}
+
+
+@router.get("/personas", response_class=HTMLResponse)
+async def personas_page(request: Request, auth: UiReader) -> Response:
+    services = services_of(request)
+    personas = list(services.personas)
+    counts = await asyncio.gather(
+        *(asyncio.to_thread(_memory_counts, services, auth.user, p.id) for p in personas)
+    )
+    context = {
+        "items": list(zip(personas, counts, strict=True)),
+        "default_persona": services.personas.default.id,
+    }
+    return render(request, "personas.html", context)
+
+
+def _where(url: str | None) -> str:
+    """A provider URL without credentials, query or fragment."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _roles(services: Services) -> list[dict[str, Any]]:
+    settings = services.settings
+    live_models = {
+        "chat": getattr(services.chat, "model", None),
+        "hippocampus": getattr(services.hippocampus, "model", None),
+        "embedding": None if services.embedder is None else services.embedder.model,
+    }
+    roles = []
+    for name, purpose in (
+        ("chat", "writes the replies"),
+        ("hippocampus", "summarises the conversation and proposes memories"),
+        ("embedding", "turns memories into vectors for recall"),
+    ):
+        role: Any = getattr(settings, name)
+        remote = role.provider == "openai"
+        roles.append(
+            {
+                "name": name,
+                "purpose": purpose,
+                "provider": "OpenAI-compatible" if remote else "embedded (on this machine)",
+                "model": (role.model if remote else None) or live_models[name] or "default",
+                "where": _where(role.base_url) if remote else "",
+            }
+        )
+    return roles
+
+
+@router.get("/status", response_class=HTMLResponse)
+async def status_page(request: Request, auth: UiReader) -> Response:
+    services = services_of(request)
+    checks = await asyncio.to_thread(health._check, services)
+    dependencies = [
+        {"name": "Session database", **checks["session_db"]},
+        {"name": "Long-term memory store", **checks["vector_store"]},
+        *({"name": f"{role} model", **checks[role]} for role in ("chat", "hippocampus")),
+        {"name": "embedding model", **checks["embedding"]},
+    ]
+    personas = list(services.personas)
+    counts = await asyncio.gather(
+        *(asyncio.to_thread(_memory_counts, services, auth.user, p.id) for p in personas)
+    )
+    context = {
+        "roles": _roles(services),
+        "dependencies": dependencies,
+        "checked_ms": checks.get("checked_ms"),
+        "counts": list(zip(personas, counts, strict=True)),
+        "memory_mode": services.settings.memory.mode,
+        "store_kind": type(services.store).__name__,
+        "user": auth.user,
+        "version": request.app.version,
+    }
+    return render(request, "status.html", context)
+
+
+# --- signing in ----------------------------------------------------------------------------
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str = "/") -> Response:
+    if not services_of(request).settings.server.api_keys:
+        return RedirectResponse(safe_next(next), status_code=303)
+    return render(request, "login.html", {"next": safe_next(next), "error": None})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(
+    request: Request,
+    key: Annotated[str, Form(max_length=MAX_KEY)] = "",
+    next: Annotated[str, Form(max_length=2000)] = "/",
+) -> Response:
+    server = services_of(request).settings.server
+    target = safe_next(next)
+    if not same_origin(request):
+        raise CrossSiteRequest
+    if not server.api_keys:
+        return RedirectResponse(target, status_code=303)
+    user = server.user_for_key(key.strip()) if key.strip() else None
+    if user is None:
+        log.info("ui: sign-in refused")
+        context = {"next": target, "error": "That key is not valid."}
+        return render(request, "login.html", context, status=401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        key.strip(),
+        max_age=COOKIE_MAX_AGE_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    log.info("ui: user %s signed in", user)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, _auth: UiWriter) -> Response:
+    response = redirect(request, "/login")
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,108 @@
+"""The UI's turns in flight, by turn id: begun by a form post, streamed by an EventSource.
+
+A turn holds its session's lock until its stream has been read and merged, so a turn
+whose stream is never opened (the browser went away between the post and the stream)
+is abandoned after ``UNCLAIMED_S``; finished turns are kept ``KEEP_S`` for the stop
+button's and the memory panel's look-ups, then forgotten.
+
+Failure policy: never raises for an unknown or expired turn (``None``); waiting for a
+merge is bounded and gives ``None`` on timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.engine.turn import Turn, TurnEngine
+
+log = logging.getLogger(__name__)
+
+UNCLAIMED_S = 120.0  # a browser opens the stream within milliseconds of the post
+KEEP_S = 600.0  # long enough for a slow hippocampus merge to be shown
+
+
+@dataclass
+class PendingTurn:
+    turn: Turn
+    user: str
+    text: str  # the user's message, for the retry button
+    created: float = field(default_factory=time.monotonic)
+    claimed: bool = False
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def session_id(self) -> str:
+        return self.turn.session.id
+
+
+class TurnRegistry:
+    """Turns of the UI in flight (one per app, created in ``mount_ui``)."""
+
+    def __init__(self, engine: TurnEngine) -> None:
+        self._engine = engine
+        self._turns: dict[str, PendingTurn] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def add(self, turn: Turn, user: str, text: str) -> PendingTurn:
+        entry = PendingTurn(turn, user, text)
+        self._turns[turn.turn_id] = entry
+        asyncio.get_running_loop().call_later(UNCLAIMED_S, self._expire, turn.turn_id)
+        return entry
+
+    def get(self, turn_id: str, user: str) -> PendingTurn | None:
+        entry = self._turns.get(turn_id)
+        return entry if entry is not None and entry.user == user else None
+
+    def claim(self, turn_id: str, user: str) -> PendingTurn | None:
+        """The turn, for the one stream that may read it (``None`` if already read)."""
+        entry = self.get(turn_id, user)
+        if entry is None or entry.claimed:
+            return None
+        entry.claimed = True
+        return entry
+
+    def finish(self, entry: PendingTurn) -> None:
+        """The stream is over (read to the end, failed or stopped)."""
+        entry.finished.set()
+        asyncio.get_running_loop().call_later(KEEP_S, self._turns.pop, entry.turn.turn_id, None)
+
+    def _expire(self, turn_id: str) -> None:
+        entry = self._turns.get(turn_id)
+        if entry is None or entry.claimed:
+            return
+        log.info("turn %s: stream never opened, abandoning it", turn_id)
+        entry.claimed = True
+        task = asyncio.ensure_future(self._engine.abandon(entry.turn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self.finish(entry)
+
+    async def wait_finished(self, entry: PendingTurn, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(entry.finished.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_merged(self, entry: PendingTurn, timeout: float) -> dict[str, Any] | None:
+        """The turn's memory report once merged, or ``None`` (timeout, or it failed)."""
+        started = time.monotonic()
+        if not await self.wait_finished(entry, timeout):
+            return None
+        merged = entry.turn.merged
+        if merged is None:
+            return None
+        left = max(0.0, timeout - (time.monotonic() - started))
+        try:
+            return await asyncio.wait_for(asyncio.shield(merged), left)
+        except TimeoutError:
+            return None
+        except Exception:  # the merge logs its own failures
+            return None

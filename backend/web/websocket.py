@@ -1,0 +1,399 @@
+"""The NeMo Agent Toolkit UI's WebSocket mode at ``/websocket`` (wire.md).
+
+Client → server, one JSON text frame per message::
+
+    {"type": "user_message", "schema_type": "chat_stream", "id": "m1",
+     "conversation_id": "c1", "model": "companion",            # model: optional persona
+     "content": {"messages": [{"role": "user",
+                               "content": [{"type": "text", "text": "hi"}]}]}}
+
+``content`` may also be a plain string, or ``{"text": ...}``; a message's ``content`` may be
+a string or a list of text parts. As in the HTTP API the last user message is the turn,
+earlier user/assistant messages seed a *new* conversation only, and system messages are
+appended to the persona's prompt.
+
+Server → client, every message with a non-empty ``conversation_id`` (the client's, or a
+new id when it sent none; it is also the session id of the turn) and ``parent_id`` (the
+user message's ``id``):
+
+- ``system_intermediate_message`` ``{"content": {"name": "Memory activation", "payload"}}``
+  before the reply: the memories recalled for it (``payload`` is a JSON string);
+- ``system_response_message`` ``"status": "in_progress"``, ``{"content": {"text": chunk}}``
+  per chunk, then one with ``"status": "complete"`` (empty text); for the non-streaming
+  schema types (``chat``, ``generate``) only the complete one, with the whole reply;
+- ``system_intermediate_message`` ``"Memory report"`` once the turn's merge is done;
+- ``error`` ``{"content": {"code", "message", "text"}}`` (``text`` = ``message``, what the
+  UI shows). A turn whose model fails after it began gets the error, then its complete.
+
+Failure policy: a malformed message (not JSON, wrong type, no text, oversize) is answered
+with an ``error`` and the socket stays open. Auth: with API keys configured the key comes
+from ``Authorization: Bearer`` or ``?api_key=``; without a valid one the server accepts the
+handshake and closes at once with code 1008 (policy violation) and a reason, so browser
+clients can tell why. Turns of different conversations run concurrently (a task per
+message); turns of one conversation run in order. When the client leaves, its turns in
+flight are cancelled (their replies are stored marked incomplete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from backend.engine.report import activation_part
+from backend.engine.services import Services
+from backend.engine.turn import SessionConflict, Turn, TurnRequest
+from backend.llm.port import LLMError
+from backend.personas import UnknownPersona
+from backend.stores.sessions import MAX_SESSION_ID
+from backend.web.deps import websocket_user
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["websocket"])
+
+STREAMING_SCHEMAS = frozenset({"chat_stream", "generate_stream"})
+BATCH_SCHEMAS = frozenset({"chat", "generate"})
+POLICY_VIOLATION = 1008  # RFC 6455 close code
+MAX_IN_FLIGHT = 32  # turns one socket may run at once; more are refused, not queued
+
+
+class BadMessage(Exception):
+    """A client message the server cannot run; answered with an ``error`` message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _Gone(Exception):
+    """The socket is closed: nothing more can be sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    id: str | None
+    conversation_id: str
+    text: str
+    persona: str | None
+    streaming: bool
+    system: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
+
+
+def _part_text(content: Any) -> str | None:
+    """The text of one message's content: a string or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part.get("text")
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        ]
+        return "".join(t for t in texts if isinstance(t, str))
+    return None
+
+
+def _conversation_id(data: dict[str, Any]) -> str | None:
+    """The client's conversation id; ``None`` when it sent none (a new one is made)."""
+    value = data.get("conversation_id")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or len(value.strip()) > MAX_SESSION_ID:
+        raise BadMessage(
+            "invalid_conversation_id",
+            f"conversation_id must be a string of at most {MAX_SESSION_ID} characters",
+        )
+    return value.strip()
+
+
+def parse_user_message(
+    data: dict[str, Any], conversation_id: str, default_persona: str | None, limit: int
+) -> UserMessage:
+    """A ``user_message`` as a turn to run. Raises ``BadMessage``."""
+    kind = data.get("type")
+    if kind != "user_message":
+        raise BadMessage("unsupported_type", f"unsupported message type {kind!r}")
+    schema = data.get("schema_type") or "chat_stream"
+    if schema not in STREAMING_SCHEMAS | BATCH_SCHEMAS:
+        raise BadMessage("unsupported_schema_type", f"unsupported schema_type {schema!r}")
+    content = data.get("content")
+    system: list[str] = []
+    history: list[tuple[str, str]] = []
+    text: str | None = None
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, dict) and isinstance(content.get("messages"), list):
+        messages = [m for m in content["messages"] if isinstance(m, dict)]
+        if messages and messages[-1].get("role", "user") == "user":
+            text = _part_text(messages[-1].get("content"))
+        for m in messages[:-1]:
+            body = _part_text(m.get("content")) or ""
+            if m.get("role") in ("system", "developer"):
+                system.append(body)
+            elif m.get("role") in ("user", "assistant"):
+                history.append((m["role"], body))
+    elif isinstance(content, dict) and isinstance(content.get("text"), str):
+        text = content["text"]
+    if text is None or not text.strip():
+        raise BadMessage("invalid_messages", "the message must end with a non-empty user message")
+    if len(text) > limit:
+        raise BadMessage("message_too_large", f"the message is longer than {limit} characters")
+    persona = data.get("model")
+    if persona is not None and not isinstance(persona, str):
+        raise BadMessage("invalid_model", "model must be a persona id")
+    message_id = data.get("id")
+    return UserMessage(
+        id=str(message_id) if isinstance(message_id, str | int) else None,
+        conversation_id=conversation_id,
+        text=text,
+        persona=persona or default_persona,
+        streaming=schema in STREAMING_SCHEMAS,
+        system="\n\n".join(s for s in system if s) or None,
+        history=tuple(history),
+    )
+
+
+class _Ordering:
+    """Per-conversation locks of one socket, dropped when nobody holds or awaits them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, conversation_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(conversation_id, (asyncio.Lock(), 0))
+        self._locks[conversation_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[conversation_id]
+            if users == 1:
+                del self._locks[conversation_id]
+            else:
+                self._locks[conversation_id] = (lock, users - 1)
+
+
+class Connection:
+    """One client socket: reads messages, runs a task per turn, serialises sends."""
+
+    def __init__(self, websocket: WebSocket, services: Services, user: str) -> None:
+        self.websocket = websocket
+        self.services = services
+        self.user = user
+        self.default_persona = websocket.query_params.get("persona") or None
+        self._send_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ordering = _Ordering()
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _envelope(
+        self, kind: str, conversation_id: str, parent_id: str | None, **fields: Any
+    ) -> dict[str, Any]:
+        return {
+            "type": kind,
+            "id": uuid.uuid4().hex,
+            "parent_id": parent_id,
+            "conversation_id": conversation_id,
+            **fields,
+            "timestamp": self.services.clock.now().isoformat(),
+        }
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        async with self._send_lock:
+            try:
+                await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                raise _Gone from exc
+
+    async def send_error(
+        self, conversation_id: str, parent_id: str | None, code: str, message: str
+    ) -> None:
+        content = {"code": code, "message": message, "text": message}
+        await self._send(
+            self._envelope("error", conversation_id, parent_id, status="complete", content=content)
+        )
+
+    async def _send_step(self, msg: UserMessage, name: str, payload: Any) -> None:
+        content = {"name": name, "payload": json.dumps(payload, ensure_ascii=False)}
+        await self._send(
+            self._envelope(
+                "system_intermediate_message",
+                msg.conversation_id,
+                msg.id,
+                status="complete",
+                content=content,
+            )
+        )
+
+    async def _send_text(self, msg: UserMessage, text: str, status: str) -> None:
+        await self._send(
+            self._envelope(
+                "system_response_message",
+                msg.conversation_id,
+                msg.id,
+                status=status,
+                content={"text": text},
+            )
+        )
+
+    # --- receiving ---------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message.get("text")
+                if raw is None:
+                    raw = (message.get("bytes") or b"").decode("utf-8", errors="replace")
+                await self._dispatch(raw)
+        except _Gone:
+            pass
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _dispatch(self, raw: str) -> None:
+        settings = self.services.settings.server
+        conversation_id: str | None = None
+        parent_id: str | None = None
+        try:
+            if len(raw) > settings.max_body_bytes:
+                raise BadMessage(
+                    "request_too_large",
+                    f"the message is larger than {settings.max_body_bytes} bytes",
+                )
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError:
+                raise BadMessage("invalid_json", "the message is not valid JSON") from None
+            if not isinstance(data, dict):
+                raise BadMessage("invalid_message", "the message must be a JSON object")
+            if isinstance(data.get("id"), str | int):
+                parent_id = str(data["id"])
+            conversation_id = _conversation_id(data)
+            msg = parse_user_message(
+                data,
+                conversation_id or uuid.uuid4().hex,
+                self.default_persona,
+                settings.max_message_chars,
+            )
+        except BadMessage as exc:
+            await self.send_error(
+                conversation_id or uuid.uuid4().hex, parent_id, exc.code, exc.message
+            )
+            return
+        if len(self._tasks) >= MAX_IN_FLIGHT:
+            await self.send_error(
+                msg.conversation_id,
+                msg.id,
+                "too_many_requests",
+                f"at most {MAX_IN_FLIGHT} turns may run at once on one connection",
+            )
+            return
+        task = asyncio.create_task(self._run_turn(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- one turn ----------------------------------------------------------------------
+
+    async def _run_turn(self, msg: UserMessage) -> None:
+        try:
+            turn = await self._begin(msg)
+            if turn is not None:
+                await self._stream(msg, turn)
+        except _Gone:
+            pass
+        except Exception:
+            log.exception("websocket turn failed in conversation %s", msg.conversation_id)
+            with contextlib.suppress(_Gone):
+                await self.send_error(
+                    msg.conversation_id, msg.id, "internal_error", "the turn failed unexpectedly"
+                )
+
+    async def _begin(self, msg: UserMessage) -> Turn | None:
+        engine = self.services.engine
+        try:
+            self.services.personas.resolve(msg.persona)
+        except UnknownPersona:
+            await self.send_error(
+                msg.conversation_id,
+                msg.id,
+                "model_not_found",
+                f"unknown model (persona) {msg.persona!r}",
+            )
+            return None
+        request = TurnRequest(
+            user_id=self.user,
+            text=msg.text,
+            persona_id=msg.persona,
+            session_id=msg.conversation_id,
+            client_system=msg.system,
+            history=msg.history,
+        )
+        # In order per conversation: the session is created once, turns begin in order.
+        async with self._ordering.hold(msg.conversation_id):
+            try:
+                return await engine.begin(request)
+            except SessionConflict:
+                await self.send_error(
+                    msg.conversation_id, msg.id, "session_not_found", "session not found"
+                )
+                return None
+
+    async def _stream(self, msg: UserMessage, turn: Turn) -> None:
+        stream = turn.stream()
+        try:
+            activated = activation_part(turn.activation)["activated"]
+            await self._send_step(msg, "Memory activation", {"activated": activated})
+            parts: list[str] = []
+            try:
+                async for text in stream:
+                    if msg.streaming:
+                        await self._send_text(msg, text, "in_progress")
+                    else:
+                        parts.append(text)
+            except LLMError as exc:
+                await self.send_error(
+                    msg.conversation_id, msg.id, "upstream_error", f"the chat model failed: {exc}"
+                )
+            finally:
+                await stream.aclose()
+            await self._send_text(msg, "" if msg.streaming else "".join(parts), "complete")
+        finally:
+            if turn.merged is None:  # the stream never started: close the turn
+                await self.services.engine.abandon(turn)
+        assert turn.merged is not None
+        try:
+            report = await turn.merged
+        except Exception:
+            log.exception("merge failed in conversation %s", msg.conversation_id)
+            return
+        await self._send_step(msg, "Memory report", report)
+
+
+@router.websocket("/websocket")
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    await websocket.accept()
+    user = websocket_user(websocket)
+    if user is None:
+        await websocket.close(
+            code=POLICY_VIOLATION, reason="missing or invalid API key (Bearer or ?api_key=)"
+        )
+        return
+    await Connection(websocket, websocket.app.state.services, user).serve()

@@ -1,0 +1,92 @@
+"""Smoke tests of the turn benchmarks: each ``main()`` runs at tiny sizes and prints its
+tables with the expected columns. Behaviour only: no timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from bench import prompt_size, turn_latency
+
+
+def _header(out: str, first_cell: str) -> list[str]:
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no table starting with {first_cell!r} in:\n{out}")
+
+
+def _rows(out: str, header: list[str]) -> list[list[str]]:
+    lines = out.splitlines()
+    start = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("|") and line.strip("|").split("|")[0].strip() == header[0]
+    )
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_turn_latency_prints_both_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    code = turn_latency.main(
+        [
+            "--memories", "50", "--base-sentences", "20", "--repeats", "3", "--warmup", "1",
+            "--ttft-ms", "20", "--chunks", "4", "--chunk-ms", "1", "--ttft-hippo-ms", "10",
+            "--hippo-ms", "5", "40", "--wall-repeats", "2",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("command: python -m bench.turn_latency")
+    assert "nproc" in out and "load average" in out
+    assert "50 memories in Chroma" in out
+    ttft = _header(out, "measure")
+    assert ttft == ["measure", "p50 ms", "p95 ms"]
+    labels = [row[0] for row in _rows(out, ttft)]
+    assert any(label.startswith("app TTFT") for label in labels)
+    assert any(label.startswith("upstream TTFT") for label in labels)
+    assert any("overhead" in label for label in labels)
+    assert any("embed_ms" in label for label in labels)
+    assert any("search_ms" in label for label in labels)
+    wall = _header(out, "main (scripted)")
+    assert wall == [
+        "main (scripted)", "hippocampus (scripted)", "main alone p50 ms",
+        "hippocampus alone p50 ms", "max p50 ms", "turn wall p50 ms", "ratio p50",
+        "ratio p95", "begin → last token p50 ms", "last token → merged p50 ms",
+    ]  # fmt: skip
+    rows = _rows(out, wall)
+    assert [row[1] for row in rows] == ["5 ms", "40 ms"]
+    assert all(float(row[6]) > 0 for row in rows)
+    assert "Hippocampus failures: 0." in out
+
+
+def test_prompt_size_prints_the_table_and_writes_the_plot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    png = tmp_path / "prompt_size.png"
+    code = prompt_size.main(["--turns", "12", "--plot", str(png)])
+    out = capsys.readouterr().out
+    assert code == 0
+    header = _header(out, "turn")
+    assert header == [
+        "turn", "ours, hippocampus", "ours, fallback", "full history", "full ÷ ours",
+        "short-term, hippocampus", "short-term, fallback",
+    ]  # fmt: skip
+    rows = _rows(out, header)
+    assert [row[0] for row in rows] == ["1", "10", "12"]
+    first = rows[0]
+    assert first[1] == first[2] == first[3]  # turn 1: nothing to compress yet
+    last = rows[-1]
+    assert int(last[1]) < int(last[3]) and int(last[2]) <= int(last[3])
+    assert "hippocampus failures: 0 (hippocampus run), 12 (fallback run)" in out
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert png.read_bytes().startswith(b"\x89PNG")
+    else:
+        assert "matplotlib is not installed" in out

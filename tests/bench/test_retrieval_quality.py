@@ -1,0 +1,60 @@
+"""The app's default retrieval on the public eval corpus (bench.retrieval_quality).
+
+Runs the bench once (in-memory store, the real local embedder) and checks its last line,
+``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``, against the targets.
+
+Recall: the target is 0.90, but with the local MiniLM embedder the best ranking we found
+reaches about 0.86 even with a perfect (oracle) topic de-duplication, and 0.84 as shipped
+(docs/memory-model.md, "Hybrid mode", explains the ceiling). The test pins what is
+reached (a regression guard) and keeps the 0.90 target as an expected failure: when it
+starts passing, ``xfail_strict`` turns it red so the guard gets raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import retrieval_quality
+
+LAST_LINE = re.compile(
+    r"^recall@8=(?P<recall>[0-9.]+) redundancy=(?P<redundancy>[0-9.]+) "
+    r"stale=(?P<stale>[0-9.]+) junk=(?P<junk>[0-9.]+)$"
+)
+RECALL_TARGET = 0.90
+RECALL_REACHED = 0.83  # 0.840 measured; a small margin for embedder/runtime rounding
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def app_default(eval_dir: Path) -> dict[str, float]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = retrieval_quality.main(["--corpus", str(eval_dir), "--store", "memory"])
+    assert code == 0
+    lines = out.getvalue().strip().splitlines()
+    match = LAST_LINE.match(lines[-1].strip())
+    assert match, f"unexpected last line: {lines[-1]!r}"
+    assert any(line.startswith("| app default") for line in lines)
+    assert any(line.startswith("odd query ids: recall") for line in lines)
+    return {name: float(value) for name, value in match.groupdict().items()}
+
+
+def test_app_default_has_no_crowding_stale_or_junk(app_default: dict[str, float]) -> None:
+    assert app_default["redundancy"] <= 0.05
+    assert app_default["stale"] == 0.0
+    assert app_default["junk"] <= 0.02
+
+
+def test_app_default_recall_does_not_regress(app_default: dict[str, float]) -> None:
+    assert app_default["recall"] >= RECALL_REACHED
+
+
+@pytest.mark.xfail(reason="ceiling of the local MiniLM embedder, see the module docstring")
+def test_app_default_recall_target(app_default: dict[str, float]) -> None:
+    assert app_default["recall"] >= RECALL_TARGET

@@ -1,0 +1,244 @@
+"""The hybrid scoring mode (backend/memory/hybrid.py; docs/memory-model.md, "Hybrid mode")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from backend.memory.hybrid import (
+    CorpusStats,
+    bm25,
+    cjk_share,
+    collapse_restatements,
+    cosine_trust,
+    fact_similarity,
+    fold,
+    lexical_relevance,
+    lexical_tokens,
+    memory_tokens,
+    relevance_evidence,
+    score_hybrid,
+)
+from backend.memory.types import Emotion, HybridWeights, ScoreBreakdown
+
+from .helpers import NOW, memory, unit
+
+
+@pytest.mark.parametrize(
+    ("word", "folded"),
+    [
+        ("memories", "memory"),
+        ("called", "call"),
+        ("call", "call"),
+        ("invite", "invit"),
+        ("invites", "invit"),
+        ("invited", "invit"),
+        ("inviting", "invit"),
+        ("stopped", "stop"),
+        ("dumplings", "dumpl"),
+        ("dumpling", "dumpl"),
+        ("needed", "need"),
+        ("glass", "glass"),
+        ("cat", "cat"),
+        ("café", "café"),  # not ASCII: untouched
+    ],
+)
+def test_fold(word: str, folded: str) -> None:
+    assert fold(word) == folded
+
+
+def test_lexical_tokens_fold_english_and_add_cjk_characters() -> None:
+    tokens = lexical_tokens("The user's cat Dumplings", ("Pets",))
+    assert {"user", "cat", "dumpl", "pet"} <= tokens
+    assert "the" not in tokens  # stop words stay out, as in keywords.py
+    chinese = lexical_tokens("我弟最近工作压力好大")
+    assert {"工作", "压力", "弟", "工"} <= chinese  # bigrams and single characters
+    assert "我" not in chinese  # a stop character alone is dropped
+    assert {"弟"} <= lexical_tokens("用户的弟弟在深圳")  # 我弟 and 弟弟 now meet
+
+
+def test_cjk_share_and_cosine_trust() -> None:
+    assert cjk_share("hello world") == 0.0
+    assert cjk_share("你好") == 1.0
+    assert cjk_share("Priya的女儿") == pytest.approx(3 / 8)
+    assert cjk_share("") == 0.0
+    assert cosine_trust("你好", HybridWeights(cjk_cosine=0.0)) == 0.0
+    assert cosine_trust("你好", HybridWeights(cjk_cosine=1.0)) == 1.0
+    assert cosine_trust("hello", HybridWeights(cjk_cosine=0.0)) == 1.0
+
+
+def test_bm25_prefers_rare_tokens_and_short_documents() -> None:
+    docs = [frozenset({"cat", "user"}), frozenset({"dog", "user"}), frozenset({"user"})]
+    stats = CorpusStats.from_token_sets(docs)
+    assert stats.n_docs == 3 and stats.avg_len == pytest.approx(5 / 3)
+    assert stats.idf("cat") > stats.idf("user") > 0
+    assert stats.idf("unseen") == stats.max_idf
+    assert bm25({"cat"}, docs[0], stats) > bm25({"user"}, docs[0], stats) > 0
+    assert bm25({"zebra"}, docs[0], stats) == 0.0
+    long_doc = frozenset({"cat", "a1", "a2", "a3", "a4", "a5"})
+    assert bm25({"cat"}, docs[0], stats) > bm25({"cat"}, long_doc, stats)
+    # The channel is BM25 / (scale * max idf), clipped to [0, 1].
+    value = lexical_relevance({"cat"}, docs[0], stats, HybridWeights(relevance_scale=3.0))
+    assert value == pytest.approx(bm25({"cat"}, docs[0], stats) / (3 * stats.max_idf))
+    assert lexical_relevance({"cat"}, docs[0], stats, HybridWeights(relevance_scale=1e-6)) == 1
+
+
+def test_cosine_decides_when_nothing_else_differs() -> None:
+    query = unit(1, 0, 0)
+    pool = [
+        memory("far", "alpha", vector=unit(0, 1, 0)),
+        memory("near", "bravo", vector=unit(1, 0.1, 0)),
+    ]
+    ranked = score_hybrid(pool, now=NOW, query_text="zzz", query_vector=query)
+    assert [item.memory.id for item in ranked] == ["near", "far"]
+    near = ranked[0].score
+    w = HybridWeights()
+    assert near.cosine == pytest.approx(float(unit(1, 0.1, 0) @ query))
+    assert near.base == pytest.approx(w.importance * 0.5)
+    assert near.final == pytest.approx(near.base + w.cosine * near.cosine)  # weights sum to 1
+
+
+def test_a_rare_shared_word_outranks_a_slightly_better_cosine() -> None:
+    query = unit(1, 0, 0)
+    pool = [
+        memory("named", "The user's cat is called Dumpling", vector=unit(1, 0.5, 0)),
+        memory("vague", "The user likes animals in general", vector=unit(1, 0.4, 0)),
+        *[memory(f"x{i}", f"The user filler sentence number {i}") for i in range(8)],
+    ]
+    ranked = score_hybrid(pool, now=NOW, query_text="how is Dumpling doing", query_vector=query)
+    assert ranked[0].memory.id == "named"
+    assert ranked[0].score.relevance > 0 and ranked[1].score.relevance == 0
+
+
+def test_chinese_query_moves_the_cosine_weight_to_the_lexical_channel() -> None:
+    # Under the local embedder two unrelated Chinese texts look alike; the match on 外公
+    # must win over the higher cosine.
+    query = unit(1, 0, 0)
+    pool = [
+        memory("match", "用户小时候是外公教她下象棋的", vector=unit(1, 0.6, 0)),
+        memory("cosine", "用户喜欢喝奶茶", vector=unit(1, 0.05, 0)),
+    ]
+    ranked = score_hybrid(pool, now=NOW, query_text="我今天特别想外公", query_vector=query)
+    assert [item.memory.id for item in ranked] == ["match", "cosine"]
+    # With full trust in the cosine (a multilingual embedder) the cosine decides again.
+    trusting = score_hybrid(
+        pool, now=NOW, query_text="我今天特别想外公", query_vector=query,
+        weights=HybridWeights(cjk_cosine=1.0, relevance=0.01),
+    )  # fmt: skip
+    assert trusting[0].memory.id == "cosine"
+
+
+def test_missing_cosine_is_none_and_its_weight_goes_to_relevance() -> None:
+    pool = [memory("novec", "The user's cat is Dumpling"), memory("other", "nothing")]
+    ranked = score_hybrid(pool, now=NOW, query_text="Dumpling", query_vector=unit(1, 0))
+    top = ranked[0]
+    assert top.memory.id == "novec" and top.score.cosine is None
+    w = HybridWeights()
+    expected = ((w.relevance + w.cosine) * top.score.relevance + w.importance * 0.5) / 1.0
+    assert top.score.final == pytest.approx(expected)
+
+
+def test_scores_are_in_range_sorted_and_ties_go_by_id() -> None:
+    pool = [memory(i, "same words here", vector=unit(1, 1)) for i in ("b", "a", "c")]
+    ranked = score_hybrid(pool, now=NOW, query_text="words", query_vector=unit(1, 1))
+    assert [item.memory.id for item in ranked] == ["a", "b", "c"]
+    for item in ranked:
+        s = item.score
+        for value in (s.recency, s.importance, s.relevance, s.emotion, s.base, s.final):
+            assert 0.0 <= value <= 1.0
+    assert score_hybrid([], now=NOW, query_text="x") == []
+
+
+def test_emotion_and_recency_channels_count_only_when_weighted() -> None:
+    sad = memory("sad", "x", emotion=Emotion("sadness", 0.9), vector=unit(1, 0))
+    plain = memory("plain", "x", vector=unit(1, 0))
+    off = score_hybrid([sad, plain], now=NOW, query_text="q", query_vector=unit(1, 0))
+    assert off[0].score.final == off[1].score.final  # emotion weight 0 by default
+    on = score_hybrid(
+        [sad, plain], now=NOW, query_text="q", query_vector=unit(1, 0),
+        target_emotion="sadness", weights=HybridWeights(emotion=0.2),
+    )  # fmt: skip
+    assert on[0].memory.id == "sad" and on[0].score.emotion > 0
+    old = memory("old", "x", days_ago=60, vector=unit(1, 0))
+    new = memory("new", "x", days_ago=0, vector=unit(1, 0))
+    ranked = score_hybrid(
+        [old, new], now=NOW, query_text="q", query_vector=unit(1, 0),
+        weights=HybridWeights(recency=0.2),
+    )  # fmt: skip
+    assert ranked[0].memory.id == "new" and ranked[0].score.recency == pytest.approx(1.0)
+
+
+def test_relevance_evidence_mixes_cosine_and_lexical_only() -> None:
+    w = HybridWeights()
+    score = ScoreBreakdown(0.0, 1.0, 0.5, 1.0, 0.4, 0.0, 0.0)
+    expected = (w.cosine * 0.4 + w.relevance * 0.5) / (w.cosine + w.relevance)
+    assert relevance_evidence(score, 1.0, w) == pytest.approx(expected)
+    assert relevance_evidence(score, 0.0, w) == pytest.approx(0.5)  # all weight on lexical
+    missing = ScoreBreakdown(0.0, 1.0, 0.5, 1.0, None, 0.0, 0.0)
+    assert relevance_evidence(missing, 1.0, w) == pytest.approx(0.5)
+
+
+def test_fact_similarity_sees_paraphrases_by_vector_or_by_keywords() -> None:
+    pool = [
+        memory("a", "The user goes bouldering twice a week", vector=unit(1, 0.1, 0),
+               keywords=("bouldering", "climbing")),
+        memory("b", "Climbing at the gym is how the user unwinds", vector=unit(1, 0.2, 0)),
+        memory("c", "The user loves that sport", vector=unit(0, 0, 1),
+               keywords=("bouldering", "climbing")),
+        memory("d", "The user's mother runs a tea shop", vector=unit(0, 1, 0)),
+    ]  # fmt: skip
+    sim = fact_similarity(pool)
+    assert sim.shape == (4, 4) and np.allclose(np.diag(sim), 1.0)
+    assert np.allclose(sim, sim.T)
+    assert sim[0, 1] > 0.9  # near vectors
+    assert sim[0, 2] > 0.6  # same stored keywords, unrelated vectors
+    assert sim[0, 3] < 0.3 and sim[2, 3] < 0.3
+
+
+def test_fact_similarity_ignores_the_cosine_of_two_cjk_texts_unless_trusted() -> None:
+    pool = [
+        memory("a", "用户喜欢喝奶茶", vector=unit(1, 0.1)),
+        memory("b", "用户的弟弟在深圳", vector=unit(1, 0.12)),
+    ]
+    assert fact_similarity(pool)[0, 1] < 0.5
+    assert fact_similarity(pool, weights=HybridWeights(cjk_cosine=1.0))[0, 1] > 0.9
+
+
+def test_fact_similarity_survives_missing_and_bad_vectors() -> None:
+    pool = [
+        memory("a", "alpha words", vector=unit(1, 0)),
+        memory("b", "beta words"),
+        memory("c", "gamma words", vector=np.array([np.nan, 1.0], dtype=np.float32)),
+        memory("d", "delta words", vector=unit(1, 0, 0)),  # another dimension
+    ]
+    sim = fact_similarity(pool)
+    assert np.isfinite(sim).all() and sim.shape == (4, 4)
+    assert fact_similarity([]).shape == (0, 0)
+
+
+def test_collapse_restatements_keeps_the_best_of_each_fact() -> None:
+    sim = np.array(
+        [
+            [1.0, 0.8, 0.1, 0.7],
+            [0.8, 1.0, 0.2, 0.1],
+            [0.1, 0.2, 1.0, 0.1],
+            [0.7, 0.1, 0.1, 1.0],
+        ]
+    )
+    assert collapse_restatements(sim, 0.6) == [0, 2]
+    assert collapse_restatements(sim, 0.75) == [0, 2, 3]
+    assert collapse_restatements(sim, 1.5) == [0, 1, 2, 3]
+    assert collapse_restatements(sim, 1.5, limit=2) == [0, 1]
+
+
+def test_memory_tokens_are_cached_and_stable() -> None:
+    m = memory("a", "The user's sister Mei lives in Osaka", keywords=("sister", "Osaka"))
+    assert memory_tokens(m) == memory_tokens(m) == lexical_tokens(m.content, m.keywords)
+    assert {"sister", "mei", "osaka", "liv"} <= memory_tokens(m)
+
+
+def test_idf_is_never_negative() -> None:
+    stats = CorpusStats(n_docs=2, avg_len=1.0, doc_freq={"x": 5})  # df above n is clamped
+    assert stats.idf("x") >= 0 and math.isfinite(stats.idf("x"))
