@@ -233,7 +233,7 @@ def plot(
     ax.set_ylabel("estimated prompt tokens (main model)")
     ax.set_title("Prompt size per turn")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="center right")
+    ax.legend(loc="lower right", bbox_to_anchor=(0.99, 0.42))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -98,6 +98,10 @@ class Turn:
     merged: asyncio.Future[dict[str, Any]] | None = None
     _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
     _tool_recalled: list[Memory] = field(default_factory=list)
+    # The save gate runs as soon as the hippocampus is in, while the reply may still stream.
+    _writes: asyncio.Future[tuple[list[WriteOutcome], str | None]] | None = None
+    # Reinforcement starts with the first token: the recalled memories are in use by then.
+    _reinforced: asyncio.Future[None] | None = None
 
     @property
     def namespace(self) -> Namespace:
@@ -110,17 +114,22 @@ class Turn:
     async def stream(self) -> AsyncIterator[str]:
         """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
         engine = self._engine
-        reply_row = await asyncio.to_thread(
-            engine.sessions.append_message,
-            self.session.id,
-            "assistant",
-            "",
-            status="pending",
-            turn_id=self.turn_id,
+        # The pending reply row is written while the model starts, off the TTFT path.
+        reply_row = asyncio.ensure_future(
+            asyncio.to_thread(
+                engine.sessions.append_message,
+                self.session.id,
+                "assistant",
+                "",
+                status="pending",
+                turn_id=self.turn_id,
+            )
         )
         parts: list[str] = []
         try:
             async for text in self._generate(parts):
+                if self._reinforced is None:
+                    self._reinforced = engine._spawn(engine._reinforce(self))
                 yield text
             self.status = "complete"
         except LLMError as exc:
@@ -131,16 +140,14 @@ class Turn:
             raise
         finally:
             self.reply = "".join(parts)
-            await asyncio.shield(
-                asyncio.to_thread(
-                    engine.sessions.finish_message,
-                    reply_row.id,
-                    self.reply,
-                    self.status,
-                    self.error,
-                )
-            )
+            await asyncio.shield(self._finish_row(reply_row))
             self.merged = engine._spawn(engine._merge(self))
+
+    async def _finish_row(self, reply_row: asyncio.Future[Any]) -> None:
+        row = await reply_row
+        await asyncio.to_thread(
+            self._engine.sessions.finish_message, row.id, self.reply, self.status, self.error
+        )
 
     async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
         engine = self._engine
@@ -289,7 +296,7 @@ class TurnEngine:
             memories=[] if activation is None else activation.memories,
             user_message=request.text,
         )
-        return Turn(
+        turn = Turn(
             session=session,
             persona=persona,
             turn_id=turn_id,
@@ -303,6 +310,8 @@ class TurnEngine:
             _temperature=request.temperature or self.settings.chat_temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
         )
+        turn._writes = self._spawn(self._gate(turn))
+        return turn
 
     async def _load_state(self, session_id: str) -> SessionMemoryState:
         raw = await asyncio.to_thread(self.sessions.load_state, session_id)
@@ -367,6 +376,33 @@ class TurnEngine:
         info["ms"] = round((time.perf_counter() - started) * 1e3, 1)
         return result, info
 
+    async def _gate(self, turn: Turn) -> tuple[list[WriteOutcome], str | None]:
+        """Long-term candidates → save gate → store, as soon as the hippocampus is in."""
+        result, _info = await turn._hippocampus
+        if result is None or not result.long_term:
+            return [], None
+        try:
+            outcomes = await asyncio.to_thread(
+                self.long_term.write,
+                turn.namespace,
+                list(result.long_term),
+                recalled=turn.recalled,
+                source_session=turn.session.id,
+            )
+            return outcomes, None
+        except Exception as exc:
+            log.exception("long-term write failed for session %s", turn.session.id)
+            return [], type(exc).__name__
+
+    async def _reinforce(self, turn: Turn) -> None:
+        used = [m.id for m in turn.recalled]
+        if not used:
+            return
+        try:
+            await asyncio.to_thread(self.long_term.reinforce, turn.namespace, used)
+        except Exception:
+            log.exception("reinforcement failed for session %s", turn.session.id)
+
     async def _merge(self, turn: Turn) -> dict[str, Any]:
         """Step 5 of turn.md; always releases the session for the next turn."""
         try:
@@ -379,27 +415,18 @@ class TurnEngine:
                 token_budget=self.settings.token_budget,
             )
             await self._save_state(turn.session.id, state)
-            ns = turn.namespace
-            outcomes: list[WriteOutcome] = list(turn._tool_outcomes)
-            recalled = [*turn.recalled, *turn._tool_recalled]
-            if result is not None and result.long_term:
-                try:
-                    outcomes += await asyncio.to_thread(
-                        self.long_term.write,
-                        ns,
-                        list(result.long_term),
-                        recalled=recalled,
-                        source_session=turn.session.id,
-                    )
-                except Exception as exc:
-                    log.exception("long-term write failed for session %s", turn.session.id)
-                    info["write_error"] = type(exc).__name__
-            used = [m.id for m in recalled]
-            if used and turn.status == "complete":
-                try:
-                    await asyncio.to_thread(self.long_term.reinforce, ns, used)
-                except Exception:
-                    log.exception("reinforcement failed for session %s", turn.session.id)
+            outcomes: list[WriteOutcome] = []
+            if turn._writes is not None:
+                outcomes, write_error = await turn._writes
+                if write_error:
+                    info["write_error"] = write_error
+            outcomes += turn._tool_outcomes
+            if turn._tool_recalled:
+                await asyncio.to_thread(
+                    self.long_term.reinforce, turn.namespace, [m.id for m in turn._tool_recalled]
+                )
+            if turn._reinforced is not None:
+                await turn._reinforced
             report: dict[str, Any] = {
                 "turn_id": turn.turn_id,
                 **reports.activation_part(turn.activation),

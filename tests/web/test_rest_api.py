@@ -13,6 +13,8 @@ import pytest
 
 from backend.memory.types import CATEGORIES, Candidate, Namespace
 from backend.personas import Persona, PersonaRegistry
+from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.schemas import Category
 from tests.web.harness import AppHarness
 
@@ -454,3 +456,59 @@ def test_delete_session_forgetting_its_memories(h: AppHarness, api: httpx.Client
     assert set(contents(memories(api))) == {"The user has a dog", "The user lives in Guangzhou"}
     assert memories(api, include_superseded=True)["total"] == 2
     assert api.get(f"/api/sessions/{other}").status_code == 200
+
+
+# --- the long-term store down ------------------------------------------------------------
+
+
+VALID_LINE = (
+    b'{"id": "m1", "content": "The user likes tea", "importance": 0.6,'
+    b' "created_at": "2025-01-01T00:00:00+00:00", "last_accessed": "2025-01-01T00:00:00+00:00"}\n'
+)
+
+
+class SwitchableStore:
+    """An in-memory store that raises ``VectorStoreUnavailable`` while ``down``."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryVectorStore()
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise VectorStoreUnavailable("connection refused")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def test_store_down_is_a_503_and_nothing_half_done(tmp_path: Path) -> None:
+    store = SwitchableStore()
+    with AppHarness(tmp_path, store=store) as h, httpx.Client(base_url=h.base_url) as api:  # type: ignore[arg-type]
+        made = create(api, "The user likes tea")
+        session = chat(api, "hello")
+        wait_for_reports(api, session, 1)
+        store.down = True
+        memory_url = f"/api/personas/companion/memories/{made['id']}"
+        for r in (
+            api.get("/api/personas/companion/memories"),
+            api.get("/api/personas/companion/memories", params={"sort": "importance"}),
+            api.post("/api/personas/companion/memories", json={"content": "x"}),
+            api.get(memory_url),
+            api.patch(memory_url, json={"pinned": True}),
+            api.delete(memory_url),
+            api.get("/api/personas/companion/memories/export"),
+            api.post("/api/personas/companion/memories/import", content=VALID_LINE),
+            api.delete(f"/api/sessions/{session}", params={"forget_memories": "true"}),
+        ):
+            assert_error(r, 503, "store_unavailable")
+        # Sessions do not need the long-term store.
+        assert api.get(f"/api/sessions/{session}").status_code == 200
+        store.down = False
+        assert contents(memories(api)) == ["The user likes tea"]
+        assert api.delete(f"/api/sessions/{session}?forget_memories=true").status_code == 200
