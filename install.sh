@@ -68,6 +68,13 @@ else
     say "skipping the embedded chat model: configure remote providers in config.json"
 fi
 
+if command -v npm >/dev/null 2>&1; then
+    say "installing the web UI's htmx files from the npm registry (frontend/static/vendor)"
+    frontend/install-vendor.sh || fail "installing the UI's vendor files failed (see above)"
+else
+    say "WARNING: npm not found: the browser UI stays off until you install Node.js + npm and rerun ./install.sh (the API works without it)"
+fi
+
 if [ ! -f config.json ]; then
     cp config.example.json config.json
     say "created config.json from config.example.json (edit it to use remote providers)"

@@ -140,8 +140,12 @@ class Turn:
             raise
         finally:
             self.reply = "".join(parts)
-            await asyncio.shield(self._finish_row(reply_row))
-            self.merged = engine._spawn(engine._merge(self))
+            # Both are spawned before anything is awaited: a client that goes away can
+            # cancel this generator again mid-finally, and the merge (which releases the
+            # session) must happen all the same.
+            stored = engine._spawn(self._finish_row(reply_row))
+            self.merged = engine._spawn(engine._merge(self, stored))
+            await asyncio.shield(stored)
 
     async def _finish_row(self, reply_row: asyncio.Future[Any]) -> None:
         row = await reply_row
@@ -403,9 +407,11 @@ class TurnEngine:
         except Exception:
             log.exception("reinforcement failed for session %s", turn.session.id)
 
-    async def _merge(self, turn: Turn) -> dict[str, Any]:
+    async def _merge(self, turn: Turn, stored: asyncio.Future[Any] | None = None) -> dict[str, Any]:
         """Step 5 of turn.md; always releases the session for the next turn."""
         try:
+            if stored is not None:
+                await stored  # the reply row is final before the next turn can begin
             result, info = await turn._hippocampus
             state = merge(
                 turn._state,

@@ -30,7 +30,6 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
-from backend.llm.port import LLMError
 from backend.personas import Persona, UnknownPersona
 from backend.stores.sessions import Message, Session
 from backend.web.ui_support import (
@@ -329,18 +328,22 @@ async def stream_turn(request: Request, session_id: str, turn_id: str, auth: UiR
         yield ServerSentEvent("end", event="done")
 
     async def live(entry: PendingTurn) -> AsyncIterator[ServerSentEvent]:
-        stream = entry.turn.stream()
+        queue, pump = turns.pump(entry)
         error: str | None = None
+        ended = False
         try:
-            async for text in stream:
-                if text:
-                    yield ServerSentEvent(str(escape(text)), event="token")
-        except LLMError as exc:
-            error = f"The model failed: {exc}"
-            log.warning("ui: turn %s failed: %s", turn_id, exc)
+            while True:
+                kind, value = await queue.get()
+                if kind == "token":
+                    if value:
+                        yield ServerSentEvent(str(escape(value)), event="token")
+                    continue
+                error = f"The model failed: {value}" if kind == "error" else None
+                ended = True
+                break
         finally:
-            await stream.aclose()
-            turns.finish(entry)
+            if not ended:  # the client went away (the stop button): stop the reply
+                pump.cancel()
         html = fragment(request, "_assistant_final.html", **_final_context(entry, error))
         yield ServerSentEvent(html, event="final")
         yield ServerSentEvent("end", event="done")

@@ -87,14 +87,11 @@ def make_markdown() -> MarkdownIt:
     markdown-it's ``validateLink``."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
-    default_link_open = md.renderer.rules.get("link_open")
 
-    def link_open(tokens: Any, idx: int, options: Any, env: Any) -> str:
+    def link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("target", "_blank")
         tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
-        if default_link_open is not None:
-            return str(default_link_open(tokens, idx, options, env))
-        return str(md.renderer.renderToken(tokens, idx, options, env))
+        return str(renderer.renderToken(tokens, idx, options, env))
 
     md.add_render_rule("link_open", link_open)
     return md
@@ -288,9 +285,12 @@ def install_ui_handlers(app: Any) -> None:
         target = request.url.path
         if request.url.query:
             target += "?" + request.url.query
+        if is_htmx(request):  # a fragment: come back to the page that asked for it
+            page = urlsplit(request.headers.get("hx-current-url", "/"))
+            target = page.path + (f"?{page.query}" if page.query else "")
         login = "/login?next=" + quote(safe_next(target), safe="")
         if "text/event-stream" in request.headers.get("accept", ""):
-            return Response("sign in first", status_code=204)  # 204: EventSource stops
+            return Response(status_code=204)  # 204: an EventSource stops reconnecting
         if is_htmx(request):
             return Response(status_code=401, headers={"HX-Redirect": login})
         return RedirectResponse(login, status_code=303)

@@ -5,8 +5,15 @@ whose stream is never opened (the browser went away between the post and the str
 is abandoned after ``UNCLAIMED_S``; finished turns are kept ``KEEP_S`` for the stop
 button's and the memory panel's look-ups, then forgotten.
 
+The reply is read from the engine by a task of its own (``pump``), not by the SSE
+response: when a client goes away, the response's anyio cancel scope cancels every await
+it makes, again and again, which would also cut short the engine's own clean-up (storing
+the partial reply, starting the merge that releases the session). The pump instead gets
+one plain ``Task.cancel()``, after which the engine finishes the turn normally.
+
 Failure policy: never raises for an unknown or expired turn (``None``); waiting for a
-merge is bounded and gives ``None`` on timeout.
+merge is bounded and gives ``None`` on timeout; a model failure reaches the reader as an
+``("error", message)`` item.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.engine.turn import Turn, TurnEngine
+from backend.llm.port import LLMError
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +80,29 @@ class TurnRegistry:
         """The stream is over (read to the end, failed or stopped)."""
         entry.finished.set()
         asyncio.get_running_loop().call_later(KEEP_S, self._turns.pop, entry.turn.turn_id, None)
+
+    def pump(self, entry: PendingTurn) -> tuple[asyncio.Queue[tuple[str, str]], asyncio.Task[None]]:
+        """Read the turn's reply in a task: ``("token", text)`` items, then ``("end", "")``
+        or ``("error", message)``. Cancel the task to stop the reply."""
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+        async def run() -> None:
+            stream = entry.turn.stream()
+            try:
+                async for text in stream:
+                    queue.put_nowait(("token", text))
+                queue.put_nowait(("end", ""))
+            except LLMError as exc:
+                log.warning("turn %s: the model failed: %s", entry.turn.turn_id, exc)
+                queue.put_nowait(("error", str(exc)))
+            finally:
+                await stream.aclose()
+                self.finish(entry)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return queue, task
 
     def _expire(self, turn_id: str) -> None:
         entry = self._turns.get(turn_id)

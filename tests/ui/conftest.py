@@ -133,7 +133,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped before other modules run their event loops
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         skip_or_fail(f"{CHROMIUM} is missing (apt-get install chromium)", REQUIRE)

@@ -35,6 +35,12 @@ WATCH_STREAM = """() => {
 }"""
 
 
+def playwright_expect() -> Any:
+    from playwright.sync_api import expect
+
+    return expect
+
+
 def open_new_conversation(page: Any, h: AppHarness, persona: str = "Companion") -> str:
     page.goto(h.base_url + "/?new=1")
     page.get_by_role("button", name=f"Talk to {persona}").click()
@@ -78,14 +84,10 @@ def test_reply_streams_in_pieces_and_renders_markdown(page: Any, h: AppHarness) 
     assert page.input_value("#composer-text") == ""
     assert reply.locator("time").inner_text().strip() != ""
     # The conversation got a title from its first message.
-    assert page.locator("#session-list .session.current").inner_text().startswith(
-        "Tell me a story"
-    )
+    assert page.locator("#session-list .session.current").inner_text().startswith("Tell me a story")
 
 
-def test_memory_panel_shows_activated_memories_and_the_report(
-    page: Any, h: AppHarness
-) -> None:
+def test_memory_panel_shows_activated_memories_and_the_report(page: Any, h: AppHarness) -> None:
     store_memory(h, "My sister Anna moved to Berlin in May.", importance=0.8)
     open_new_conversation(page, h)
     h.hippocampus.enqueue(
@@ -173,7 +175,17 @@ def test_switch_persona(page: Any, h: AppHarness) -> None:
     assert page.locator("#session-list .persona-tag").all_inner_texts() == ["poet", "companion"]
 
 
-def test_untrusted_text_is_never_executed(page: Any, h: AppHarness) -> None:
+def test_untrusted_text_is_never_executed(browser: Any, h: AppHarness) -> None:
+    # CSP bypassed: the escaping alone must keep the payloads inert (CSP is a second wall).
+    context = browser.new_context(bypass_csp=True)
+    context.set_default_timeout(10_000)
+    try:
+        check_untrusted_text(context.new_page(), h)
+    finally:
+        context.close()
+
+
+def check_untrusted_text(page: Any, h: AppHarness) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     store_memory(h, f"Remember {XSS} please", importance=0.9)
@@ -201,9 +213,7 @@ def test_untrusted_text_is_never_executed(page: Any, h: AppHarness) -> None:
     assert "<script>" in page.locator("#memory-panel .activated-content").first.inner_text()
 
 
-def test_stop_button_ends_the_reply_and_records_it_incomplete(
-    page: Any, h: AppHarness
-) -> None:
+def test_stop_button_ends_the_reply_and_records_it_incomplete(page: Any, h: AppHarness) -> None:
     session = open_new_conversation(page, h)
     h.chat.enqueue(Reply(chunks=[f"word{i} " for i in range(60)], chunk_delay_s=0.1))
     send(page, "Talk for a long time")
@@ -255,20 +265,23 @@ def test_phone_sized_screen(browser: Any, h: AppHarness) -> None:
     try:
         page = context.new_page()
         open_new_conversation(page, h)
+        expect = playwright_expect()
         sidebar = page.locator("#sidebar")
-        assert not sidebar.is_visible() or sidebar.bounding_box()["x"] < 0  # off screen
+        expect(sidebar).not_to_be_in_viewport()  # a drawer, off screen
         page.get_by_role("button", name="Conversations").click()
-        page.wait_for_function("document.getElementById('sidebar').getBoundingClientRect().x >= 0")
+        expect(sidebar).to_be_in_viewport(ratio=1)
         page.keyboard.press("Escape")
+        expect(sidebar).not_to_be_in_viewport()
         h.chat.enqueue(Reply(chunks=["Small ", "screen."]))
         send(page, "hi")
         last_reply(page).locator(".body", has_text="Small screen.").wait_for()
         box = page.locator("#composer-text").bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
-        page.get_by_role("button", name="Memory panel").click()
-        page.wait_for_function(
-            "document.getElementById('memory-panel').getBoundingClientRect().right <= 391"
-        )
+        page.locator("[data-drawer=memory-panel]").click()
+        panel = page.locator("#memory-panel")
+        expect(panel).to_be_in_viewport(ratio=1)
+        panel.get_by_role("button", name="Close the memory panel").click()
+        expect(panel).not_to_be_in_viewport()
         scroll = page.evaluate("document.documentElement.scrollWidth")
         assert scroll <= 390  # nothing overflows sideways
     finally:

@@ -243,3 +243,28 @@ def test_healthz(h: AppHarness) -> None:
     assert body["status"] == "ok"
     assert body["dependencies"]["chat"]["ok"] and body["dependencies"]["vector_store"]["ok"]
     assert h.chat.chat_requests == []  # health never calls a model
+
+
+def test_client_leaving_mid_stream_does_not_lock_the_session(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=[f"w{i} " for i in range(40)], chunk_delay_s=0.05))
+    body = {"messages": [{"role": "user", "content": "long story please"}], "stream": True}
+    with httpx.stream("POST", h.base_url + "/v1/chat/completions", json=body) as r:
+        session = r.headers["x-session-id"]
+        for line in r.iter_lines():
+            if '"content"' in line:
+                break  # leave after the first token
+    # The next turn of that session must not wait forever for the abandoned one.
+    r = httpx.post(
+        h.base_url + "/v1/chat/completions",
+        headers={"X-Session-Id": session},
+        json={"messages": [{"role": "user", "content": "still there?"}]},
+        timeout=10,
+    )
+    assert r.status_code == 200
+    rows = h.services.sessions.transcript(session)
+    assert [(m.role, m.status) for m in rows] == [
+        ("user", "complete"),
+        ("assistant", "incomplete"),
+        ("user", "complete"),
+        ("assistant", "complete"),
+    ]
