@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
+from backend.engine.maintenance import maintenance_loop
 from backend.engine.services import Services, build_services
 from backend.web import health, memories_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
@@ -84,11 +85,16 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None if own_services is None else own_services
         app.state.services = services or await asyncio.to_thread(build_services, settings)
+        svc = app.state.services
+        maintenance = asyncio.ensure_future(
+            maintenance_loop(svc.long_term, settings.memory.decay_interval_hours)
+        )
         try:
             # The MCP endpoint's session manager (streamable HTTP) runs for the app's lifetime.
             async with app.state.mcp.run():
                 yield
         finally:
+            maintenance.cancel()
             if owned:
                 await app.state.services.aclose()
             else:
