@@ -157,14 +157,44 @@ class LongTermMemory:
         self.lexical.ensure(ns, lambda: self.store.iter_all(ns))
         return self.lexical
 
+    def lexical_candidates(self, ns: Namespace, query_text: str) -> list[Memory]:
+        """The lexical index's BM25 matches and salient memories, fetched in one ``get``
+        (needs no query vector, so it can run while the query is being embedded)."""
+        policy = self.activation
+        index = self._lexical_ready(ns)
+        if index is None:
+            return []
+        since = self.clock.now() - timedelta(days=policy.salient_days)
+        hits = index.search(
+            ns, lexical_tokens(query_text), policy.lexical_pool,
+            min_importance=policy.min_importance,
+        )  # fmt: skip
+        salient_ids = index.salient(
+            ns, since=since, min_importance=policy.salient_min_importance, n=policy.salient_n
+        )
+        wanted = [memory_id for memory_id, _score in hits] + list(salient_ids or ())
+        extra = self.store.get(ns, wanted) if wanted else []
+        if salient_ids is None:
+            extra += self.store.salient(
+                ns, since=since, min_importance=policy.salient_min_importance,
+                n=policy.salient_n,
+            )  # fmt: skip
+        return extra
+
     def candidate_pool(
-        self, ns: Namespace, query_text: str, query_vector: np.ndarray | None
+        self,
+        ns: Namespace,
+        query_text: str,
+        query_vector: np.ndarray | None,
+        *,
+        lexical: list[Memory] | None = None,
     ) -> list[Memory]:
         """ANN neighbours ∪ salient memories ∪ lexical matches, live and above the floor.
 
         With a lexical index (``lexical_pool > 0``): the ANN query runs in a worker thread
         while the index picks the ``lexical_pool`` best BM25 candidates and the salient
-        ids, which one ``get`` fetches. Without one: ANN neighbours and the store's
+        ids, which one ``get`` fetches (``lexical``: already fetched, see ``activate``).
+        Without one: ANN neighbours and the store's
         salient memories, plus (without a query vector only) a bounded text scan per
         query keyword.
         """
@@ -194,26 +224,13 @@ class LongTermMemory:
             if query_vector is not None:
                 ann = self._worker().submit(self.store.query, ns, query_vector, policy.pool)
             try:
-                hits = index.search(
-                    ns, lexical_tokens(query_text), policy.lexical_pool,
-                    min_importance=policy.min_importance,
-                )  # fmt: skip
-                salient_ids = index.salient(
-                    ns, since=since, min_importance=policy.salient_min_importance,
-                    n=policy.salient_n,
-                )  # fmt: skip
-                wanted = [memory_id for memory_id, _score in hits] + list(salient_ids or ())
-                extra = self.store.get(ns, wanted) if wanted else []
-                if salient_ids is None:
-                    extra += self.store.salient(
-                        ns, since=since, min_importance=policy.salient_min_importance,
-                        n=policy.salient_n,
-                    )  # fmt: skip
+                if lexical is None:
+                    lexical = self.lexical_candidates(ns, query_text)
             finally:
                 neighbours = ann.result() if ann is not None else []
             for memory, _similarity in neighbours:
                 found[memory.id] = memory
-            for memory in extra:
+            for memory in lexical:
                 found.setdefault(memory.id, memory)
         return [
             m
@@ -222,10 +239,11 @@ class LongTermMemory:
         ]
 
     def _worker(self) -> ThreadPoolExecutor:
-        """One thread for the ANN query that runs beside the lexical lookups."""
+        """Threads for work that overlaps within one activation (the query embedding, the
+        ANN query); several, so that concurrent turns do not queue behind each other."""
         with self._locks_guard:
             if self._ann_worker is None:
-                self._ann_worker = ThreadPoolExecutor(1, thread_name_prefix="ltm-ann")
+                self._ann_worker = ThreadPoolExecutor(4, thread_name_prefix="ltm-activate")
             return self._ann_worker
 
     def activate(
@@ -240,22 +258,25 @@ class LongTermMemory:
     ) -> Activation:
         """Retrieve the memories to place in this turn's context, with score breakdowns."""
         started = time.perf_counter()
-        if query_vector is None and embed_query:
-            vectors = self.embed([query_text])
-            query_vector = None if vectors is None else vectors[0]
-        embedded = time.perf_counter()
+        embed_ms = 0.0
+        lexical: list[Memory] | None = None
         try:
-            pool = self.candidate_pool(ns, query_text, query_vector)
+            if query_vector is None and embed_query and self.embedder is not None:
+                # The query is embedded in a worker while the lexical lookups (which need
+                # no vector) run here: the two overlap instead of adding up.
+                embedding = self._worker().submit(self._timed_embed, query_text)
+                try:
+                    if self._lexical_ready(ns) is not None:
+                        lexical = self.lexical_candidates(ns, query_text)
+                finally:
+                    query_vector, embed_ms = embedding.result()
+            pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(
-                Retrieval(items=()),
-                query_vector,
-                (embedded - started) * 1e3,
-                0.0,
-                0,
+                Retrieval(items=()), query_vector, embed_ms, 0.0, 0,
                 degraded=f"store unavailable: {exc}",
-            )
+            )  # fmt: skip
         chosen = policy or self.activation.retrieval
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         result = retrieve(
@@ -269,14 +290,14 @@ class LongTermMemory:
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
-        return Activation(
-            result,
-            query_vector,
-            (embedded - started) * 1e3,
-            (done - embedded) * 1e3,
-            len(pool),
-            degraded=degraded,
-        )
+        # search_ms: the activation's wall time beyond the embedding (they overlap).
+        search_ms = max(0.0, (done - started) * 1e3 - embed_ms)
+        return Activation(result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded)
+
+    def _timed_embed(self, text: str) -> tuple[np.ndarray | None, float]:
+        started = time.perf_counter()
+        vectors = self.embed([text])
+        return (None if vectors is None else vectors[0]), (time.perf_counter() - started) * 1e3
 
     def corpus_stats(
         self, ns: Namespace, query_text: str, pool: Sequence[Memory]
