@@ -12,12 +12,14 @@ Nothing here times anything; the benches do.
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import platform
 import random
 import shlex
 import sys
 from dataclasses import dataclass
+from multiprocessing.managers import BaseManager
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +232,64 @@ def machine_line() -> str:
 def command_line(module: str, argv: list[str] | None) -> str:
     args = sys.argv[1:] if argv is None else argv
     return "command: " + shlex.join(["python", "-m", module, *args])
+
+
+class _RemoteScripted:
+    """A ``ScriptedOpenAIServer`` living in the manager's process (see ``UpstreamProcess``)."""
+
+    def __init__(self) -> None:
+        from tests.llm.scripted_server import ScriptedOpenAIServer
+
+        self._server = ScriptedOpenAIServer()
+        self._server.__enter__()
+
+    def base_url(self) -> str:
+        return self._server.base_url
+
+    def set_default(self, reply: object) -> None:
+        self._server.default = reply  # type: ignore[assignment]
+
+    def enqueue(self, reply: object, times: int = 1) -> None:
+        self._server.enqueue(reply, times=times)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self._server.__exit__(None, None, None)
+
+
+class _UpstreamManager(BaseManager):
+    pass
+
+
+_UpstreamManager.register("Scripted", _RemoteScripted)
+
+
+class UpstreamProcess:
+    """A scripted OpenAI-compatible server in a process of its own.
+
+    A real upstream runs elsewhere; in the benchmark's own process its threads would
+    compete with the app for the interpreter lock and inflate the app's overhead.
+    Same use as ``ScriptedOpenAIServer``: ``base_url``, ``default = Reply(...)``,
+    ``enqueue``.
+    """
+
+    def __enter__(self) -> UpstreamProcess:
+        self._manager = _UpstreamManager(ctx=multiprocessing.get_context("spawn"))
+        self._manager.start()
+        self._remote = self._manager.Scripted()  # type: ignore[attr-defined]
+        self.base_url: str = self._remote.base_url()
+        return self
+
+    @property
+    def default(self) -> object:
+        raise AttributeError("write-only: the reply lives in the server's process")
+
+    @default.setter
+    def default(self, reply: object) -> None:
+        self._remote.set_default(reply)
+
+    def enqueue(self, reply: object, *, times: int = 1) -> None:
+        self._remote.enqueue(reply, times)
+
+    def __exit__(self, *exc: object) -> None:
+        self._remote.close()
+        self._manager.shutdown()

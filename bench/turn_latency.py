@@ -4,7 +4,9 @@
                                  [--ttft-ms 300] [--hippo-ms 200 800 1500]
 
 Real components end to end: two ``ScriptedOpenAIServer``s on loopback (real sockets,
-real SSE), one answering the chat role and one the hippocampus role (one server per
+real SSE), each in a process of its own (a real upstream is elsewhere; in-process its
+threads would compete with the app for the interpreter lock), one answering the chat role
+and one the hippocampus role (one server per
 role, so that each request gets its role's scripted latency however the two concurrent
 requests interleave), reached through ``OpenAICompatChatModel`` (one instance per role,
 as the app wires them); the local MiniLM embedder; a persistent Chroma store in a temp
@@ -61,13 +63,14 @@ from backend.stores.sessions import SessionStore
 from bench._rig import (
     FEELINGS,
     TextMaker,
+    UpstreamProcess,
     command_line,
     load_personas,
     machine_line,
     percentile,
     split_chunks,
 )
-from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
+from tests.llm.scripted_server import Reply
 
 USER = "bench-user"
 SEED = 20260501
@@ -282,7 +285,7 @@ async def run(args: argparse.Namespace) -> list[str]:
             store, embedder, clock, gate_policy=memory_settings.gate_policy(),
             activation=memory_settings.activation_policy(),
         )  # fmt: skip
-        with ScriptedOpenAIServer() as main_server, ScriptedOpenAIServer() as hippo_server:
+        with UpstreamProcess() as main_server, UpstreamProcess() as hippo_server:
             chat = OpenAICompatChatModel(
                 base_url=main_server.base_url, model="bench-chat", timeout=30.0
             )
@@ -330,8 +333,8 @@ async def ttft_table(
     engine: TurnEngine,
     chat: OpenAICompatChatModel,
     maker: TextMaker,
-    main_server: ScriptedOpenAIServer,
-    hippo_server: ScriptedOpenAIServer,
+    main_server: UpstreamProcess,
+    hippo_server: UpstreamProcess,
 ) -> list[str]:
     main_server.default = main_reply(args, maker)
     hippo_server.default = hippocampus_reply(args.ttft_hippo_ms)
@@ -388,8 +391,8 @@ async def wall_table(
     hippocampus: OpenAICompatChatModel,
     focus: str | None,
     maker: TextMaker,
-    main_server: ScriptedOpenAIServer,
-    hippo_server: ScriptedOpenAIServer,
+    main_server: UpstreamProcess,
+    hippo_server: UpstreamProcess,
 ) -> list[str]:
     main_server.default = main_reply(args, maker)
     main_label = f"{args.ttft_ms:g} ms + {args.chunks} × {args.chunk_ms:g} ms"
