@@ -1,4 +1,4 @@
-"""The ``limbic-memory`` command line: serve (default), chat, mcp."""
+"""The ``limbic-memory`` command line: serve (default), chat, mcp, personas."""
 
 from __future__ import annotations
 
@@ -31,10 +31,82 @@ def _build_parser() -> argparse.ArgumentParser:
         "--report", action="store_true", help="print each turn's memory report as JSON"
     )
 
+    demo = commands.add_parser(
+        "demo", help="replay a scripted multi-session chat and score its memory probes"
+    )
+    demo.add_argument("persona", nargs="?", help="persona (its shipped demo script)")
+    demo.add_argument("--script", type=Path, help="a conversation file (shared eval format)")
+    demo.add_argument("--url", help="run against this server instead of in-process")
+    demo.add_argument("--api-key", help="API key for --url")
+    demo.add_argument(
+        "--data-dir", type=Path, help="in-process data dir (default: a temporary one)"
+    )
+    demo.add_argument(
+        "--merge-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for one turn's reply or memory merge (default 600)",
+    )
+
     mcp = commands.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     mcp.add_argument("--persona", help="persona id (default: the configured default)")
     mcp.add_argument("--user", default="local", help="user id (default: local)")
+
+    personas = commands.add_parser("personas", help="list the installed personas")
+    persona_commands = personas.add_subparsers(dest="personas_command")
+    importer = persona_commands.add_parser(
+        "import", help="import a SillyTavern character card (JSON or PNG) as a persona"
+    )
+    importer.add_argument("file", type=Path, help="the card: a .json or .png file")
+    importer.add_argument(
+        "--overwrite", action="store_true", help="replace a persona with the same id"
+    )
+    importer.add_argument("--id", dest="persona_id", help="the persona id (default: from the name)")
     return parser
+
+
+def _personas(args: argparse.Namespace) -> int:
+    from backend.persona_import import CardImportError, import_card
+    from backend.personas import PersonaError, load_personas
+
+    settings = _load(args)
+    directory = Path(settings.server.personas_dir)
+    if getattr(args, "personas_command", None) == "import":
+        try:
+            data = args.file.read_bytes()
+        except OSError as exc:
+            print(f"limbic-memory: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+            return 1
+        try:
+            persona = import_card(
+                data,
+                directory,
+                str(args.file),
+                persona_id=args.persona_id,
+                overwrite=args.overwrite,
+                base_memory=settings.memory,
+            )
+        except CardImportError as exc:
+            print(f"limbic-memory: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"limbic-memory: cannot write to {directory}: {exc}", file=sys.stderr)
+            return 1
+        print(f"imported {persona.id} ({persona.name}) into {directory / (persona.id + '.json')}")
+        return 0
+    try:
+        personas = load_personas(directory, settings.memory)
+    except PersonaError as exc:
+        print(f"limbic-memory: {exc}", file=sys.stderr)
+        return 1
+    default = settings.server.default_persona
+    rows = [("ID", "NAME", "LANGUAGE")] + [
+        (p.id + (" *" if p.id == default else ""), p.name, p.language) for p in personas.values()
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for row in rows:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip())
+    return 0
 
 
 def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -103,6 +175,20 @@ async def _chat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from backend.demo import run
+
+    return run(
+        persona=args.persona,
+        script_path=args.script,
+        url=args.url,
+        api_key=args.api_key,
+        data_dir=args.data_dir,
+        merge_timeout=args.merge_timeout,
+        load_settings=lambda: _load(args),
+    )
+
+
 async def _mcp(args: argparse.Namespace) -> int:
     """The memory tools of one namespace over stdio (stdout is the protocol: log to stderr)."""
     from backend.engine.services import StartupError, build_services
@@ -151,8 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command or "serve"
     if command == "chat":
         return asyncio.run(_chat(args))
+    if command == "demo":
+        return _demo(args)
     if command == "mcp":
         return asyncio.run(_mcp(args))
+    if command == "personas":
+        return _personas(args)
     return _serve(args)
 
 

@@ -288,7 +288,11 @@ class TurnEngine:
         activation: Activation | None
         try:
             activation = await asyncio.to_thread(
-                self.long_term.activate, ns, request.text, target_emotion=target
+                self.long_term.activate,
+                ns,
+                request.text,
+                target_emotion=target,
+                policy=persona.retrieval_policy,  # None: the configured one
             )
         except Exception:  # retrieval failure never fails a turn
             log.exception("activation failed for session %s", session.id)
@@ -392,6 +396,7 @@ class TurnEngine:
                 list(result.long_term),
                 recalled=turn.recalled,
                 source_session=turn.session.id,
+                gate_policy=turn.persona.gate_policy,  # None: the configured one
             )
             return outcomes, None
         except Exception as exc:

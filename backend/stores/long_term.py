@@ -332,8 +332,11 @@ class LongTermMemory:
         *,
         recalled: Sequence[Memory] = (),
         source_session: str | None = None,
+        gate_policy: GatePolicy | None = None,
     ) -> list[WriteOutcome]:
         """Pass each candidate through the save gate and apply the decision.
+
+        ``gate_policy``: the thresholds to apply (a persona's); ``None``: ``self.gate_policy``.
 
         Candidates are processed in order, so a later candidate sees what an earlier one
         wrote (two restatements in one batch become one memory).
@@ -345,7 +348,9 @@ class LongTermMemory:
         with self._lock(ns):
             for index, candidate in enumerate(candidates):
                 vector = None if vectors is None else vectors[index]
-                outcomes.append(self._write_one(ns, candidate, vector, recalled, source_session))
+                outcomes.append(
+                    self._write_one(ns, candidate, vector, recalled, source_session, gate_policy)
+                )
         return outcomes
 
     def _neighbours(
@@ -365,13 +370,18 @@ class LongTermMemory:
         vector: np.ndarray | None,
         recalled: Sequence[Memory],
         source_session: str | None,
+        gate_policy: GatePolicy | None = None,
     ) -> WriteOutcome:
         neighbours = self._neighbours(ns, candidate, vector)
         if candidate.supersedes and candidate.supersedes not in {m.id for m in neighbours}:
             # The gate can only supersede what it sees: fetch an id named explicitly.
             neighbours += self.store.get(ns, [candidate.supersedes])
         decision = gate.decide(
-            candidate, vector, recalled=recalled, neighbours=neighbours, policy=self.gate_policy
+            candidate,
+            vector,
+            recalled=recalled,
+            neighbours=neighbours,
+            policy=gate_policy or self.gate_policy,
         )
         now = self.clock.now()
         base = WriteOutcome(

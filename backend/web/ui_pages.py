@@ -1,4 +1,5 @@
-"""The personas page, the status page, and signing in and out of the UI.
+"""The personas page (with importing a character card and resetting a persona's memories),
+the status page, and signing in and out of the UI.
 
 Failure policy: the status page never calls a model (the same TCP probes as
 ``/healthz``) and shows a dependency that fails as down rather than failing itself.
@@ -11,16 +12,20 @@ import logging
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from backend.engine.services import Services
 from backend.memory.types import Namespace
+from backend.persona_import import MAX_FILE_BYTES, CardImportError, PersonaExists
+from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web import health
+from backend.web.personas_api import forget_persona, install_persona
 from backend.web.ui_support import (
     COOKIE,
     COOKIE_MAX_AGE_S,
     CrossSiteRequest,
+    UiError,
     UiReader,
     UiWriter,
     redirect,
@@ -61,6 +66,47 @@ async def personas_page(request: Request, auth: UiReader) -> Response:
         "default_persona": services.personas.default.id,
     }
     return render(request, "personas.html", context)
+
+
+@router.post("/ui/personas/import", response_class=HTMLResponse)
+async def import_persona(
+    request: Request,
+    _auth: UiWriter,
+    file: Annotated[UploadFile, File()],
+    overwrite: Annotated[str, Form(max_length=8)] = "",
+) -> Response:
+    services = services_of(request)
+    data = await file.read(MAX_FILE_BYTES + 1)
+    name = (file.filename or "the file").rsplit("/", 1)[-1][:100]
+    try:
+        persona = await asyncio.to_thread(
+            install_persona, services, data, name, overwrite=bool(overwrite)
+        )
+    except PersonaExists:
+        raise UiError(
+            409, 'A persona with this id already exists. Tick "replace" to overwrite it.'
+        ) from None
+    except CardImportError as exc:
+        raise UiError(400, f"This file cannot be imported: {exc}") from None
+    except OSError:
+        log.exception("ui: persona import could not write the card")
+        raise UiError(500, "The persona directory cannot be written.") from None
+    context = {"imported": persona, "filename": name}
+    return render(request, "_persona_result.html", context)
+
+
+@router.post("/ui/personas/{persona_id}/reset", response_class=HTMLResponse)
+async def reset_persona(request: Request, persona_id: str, auth: UiWriter) -> Response:
+    services = services_of(request)
+    persona = services.personas.get(persona_id)
+    if persona is None:
+        raise UiError(404, "There is no such persona.")
+    try:
+        count = await asyncio.to_thread(forget_persona, services, auth.user, persona.id)
+    except VectorStoreUnavailable:
+        raise UiError(503, "The memory store is unavailable; nothing was forgotten.") from None
+    context = {"reset": persona, "forgotten": count}
+    return render(request, "_persona_result.html", context)
 
 
 def _where(url: str | None) -> str:

@@ -99,8 +99,8 @@ def test_category_literal_matches_the_engine() -> None:
 
 def test_personas_list_and_get(api: httpx.Client) -> None:
     items = api.get("/api/personas").json()["items"]
-    assert [p["id"] for p in items] == ["companion", "friend"]
-    assert [p["default"] for p in items] == [True, False]
+    assert [p["id"] for p in items] == ["coach", "companion", "tutor", "friend"]
+    assert [p["default"] for p in items] == [False, True, False, False]
     card = api.get("/api/personas/companion").json()
     assert card["name"] == "Companion" and card["system_prompt"] and "memory" in card
     assert_error(api.get("/api/personas/nobody"), 404, "persona_not_found")
