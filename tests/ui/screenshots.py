@@ -1,4 +1,4 @@
-"""Take the README's screenshots of the UI: docs/screenshot-chat.png, docs/screenshot-memories.png.
+"""Take the README's screenshots of the UI: docs/screenshot-{chat,memories,personas}.png.
 
     .venv/bin/python -m tests.ui.screenshots [--out docs] [--dark]
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from playwright.sync_api import Page, sync_playwright
 
 from backend.memory.types import Namespace
+from backend.personas import load_personas
 from backend.web.ui import vendor_problem
 from tests.llm.scripted_server import Reply
 from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS, hippocampus_reply, with_two_personas
@@ -141,6 +142,23 @@ def wait_for_turn_report(page: Page, number: int) -> None:
     page.locator(f"#memory-panel .panel-head[data-turn='{turn}']").wait_for()
 
 
+def demo_transcript(demos_md: Path) -> str:
+    """The first recorded demo run in docs/demos.md (a ```console block)."""
+    match = re.search(r"```console\n(.*?)```", demos_md.read_text(encoding="utf-8"), re.S)
+    return match.group(1) if match else "(no demo transcript recorded in docs/demos.md)"
+
+
+def terminal(page: Page, text: str) -> None:
+    """Show ``text`` as a terminal would (escaped: it is model output)."""
+    page.set_viewport_size({"width": 1100, "height": 600})
+    page.goto("about:blank")  # leave the app's page: its CSP forbids inline styles
+    page.set_content(
+        "<body style='margin:0;background:#1e1e2e'><pre id=t style='margin:0;padding:20px;"
+        "color:#e0e0e0;font:13px/1.45 monospace;white-space:pre-wrap'></pre></body>"
+    )
+    page.eval_on_selector("#t", "(el, text) => { el.textContent = text; }", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs")
@@ -179,8 +197,16 @@ def main(argv: list[str] | None = None) -> int:
             page.evaluate("window.scrollTo(0, 0)")
             memories = args.out / f"screenshot-memories{suffix}.png"
             page.screenshot(path=str(memories))
+            for persona in load_personas(REPO / "personas").values():
+                h.services.personas.add(persona)  # the shipped tutor and coach too
+            page.goto(h.base_url + "/personas")
+            personas = args.out / f"screenshot-personas{suffix}.png"
+            page.screenshot(path=str(personas))
+            demo = args.out / f"screenshot-demo{suffix}.png"
+            terminal(page, demo_transcript(REPO / "docs" / "demos.md"))
+            page.screenshot(path=str(demo), full_page=True)
             browser.close()
-    print(f"wrote {chat} and {memories}")
+    print(f"wrote {chat}, {memories}, {personas} and {demo}")
     return 0
 
 
