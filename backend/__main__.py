@@ -1,4 +1,4 @@
-"""The ``limbic-memory`` command line: serve (default), chat, mcp, personas."""
+"""The ``limbic-memory`` command line: serve (default), chat, demo, mcp, personas."""
 
 from __future__ import annotations
 
