@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from backend.llm.port import (
-    Completion,
     Delta,
     Finish,
     JsonSchema,
@@ -37,9 +36,9 @@ from backend.llm.port import (
     LLMStreamInterrupted,
     LLMUnavailable,
     Message,
+    StreamingChatModel,
     TextDelta,
     ToolSpec,
-    collect,
 )
 
 logger = logging.getLogger(__name__)
@@ -117,7 +116,7 @@ def smollm2_gguf_path() -> Path | None:
     return None
 
 
-class EmbeddedLlamaChatModel:
+class EmbeddedLlamaChatModel(StreamingChatModel):
     """A ``ChatModel`` on a local GGUF file (default: SmolLM2-135M-Instruct).
 
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
@@ -202,25 +201,6 @@ class EmbeddedLlamaChatModel:
                     llama.close()
 
         await asyncio.to_thread(close_locked)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        return await collect(
-            self.stream(
-                messages,
-                tools=tools,
-                json_schema=json_schema,
-                temperature=temperature,
-                max_tokens=max_tokens,
-            )
-        )
 
     async def stream(
         self,

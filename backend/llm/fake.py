@@ -24,15 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.llm.port import (
-    Completion,
     Delta,
     Finish,
     JsonSchema,
     Message,
+    StreamingChatModel,
     TextDelta,
     ToolCall,
     ToolSpec,
-    collect,
 )
 
 Chunk = str | Delta | BaseException
@@ -62,7 +61,7 @@ class FakeScript:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class FakeChatModel:
+class FakeChatModel(StreamingChatModel):
     """A ``ChatModel`` whose replies are scripted with ``enqueue``.
 
     Failure policy: exactly what the script says; it never invents an error itself, except
@@ -163,25 +162,6 @@ class FakeChatModel:
                 yield Finish("tool_calls" if saw_tool_call else "stop")
         finally:
             script.finished.set()
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        return await collect(
-            self.stream(
-                messages,
-                tools=tools,
-                json_schema=json_schema,
-                temperature=temperature,
-                max_tokens=max_tokens,
-            )
-        )
 
     async def aclose(self) -> None:
         self.closed = True

@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 import openai
 
 from backend.llm.port import (
-    Completion,
     Delta,
     Finish,
     JsonSchema,
@@ -38,11 +37,11 @@ from backend.llm.port import (
     LLMStreamInterrupted,
     LLMUnavailable,
     Message,
+    StreamingChatModel,
     TextDelta,
     ToolCall,
     ToolSpec,
     Usage,
-    collect,
     schema_instruction,
 )
 
@@ -68,7 +67,7 @@ class _PartialCall:
     arguments: list[str] = field(default_factory=list)
 
 
-class OpenAICompatChatModel:
+class OpenAICompatChatModel(StreamingChatModel):
     """A ``ChatModel`` talking to ``{base_url}/chat/completions``.
 
     ``temperature``/``max_tokens`` are the defaults for every call (``None``, and a
@@ -130,26 +129,6 @@ class OpenAICompatChatModel:
 
     async def aclose(self) -> None:
         await self._client.close()
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """The whole reply (streamed underneath, so failures are the same as ``stream``)."""
-        return await collect(
-            self.stream(
-                messages,
-                tools=tools,
-                json_schema=json_schema,
-                temperature=temperature,
-                max_tokens=max_tokens,
-            )
-        )
 
     async def stream(
         self,

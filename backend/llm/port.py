@@ -216,3 +216,39 @@ def schema_instruction(json_schema: JsonSchema) -> str:
         "Reply with one JSON object only, no prose and no code fence. "
         "It must match this JSON Schema:\n" + json.dumps(json_schema, ensure_ascii=False)
     )
+
+
+class StreamingChatModel:
+    """Base for adapters that always stream: ``complete`` is the collected ``stream``, so a
+    completion fails exactly as a stream does."""
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[Delta]:
+        raise NotImplementedError
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """The whole reply (streamed underneath)."""
+        return await collect(
+            self.stream(
+                messages,
+                tools=tools,
+                json_schema=json_schema,
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )
+        )
