@@ -15,6 +15,7 @@ from backend.engine.maintenance import maintenance_loop
 from backend.engine.services import Services, build_services
 from backend.web import health, memories_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
+from backend.web.log_masking import install_log_masking
 from backend.web.mcp_server import mount as mount_mcp
 from backend.web.websocket import router as websocket_router
 
@@ -107,6 +108,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_log_masking()
     app.include_router(health.router)
     app.include_router(openai_api.router)
     # REST API routers (memories, sessions, personas) are included below this line.
