@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,14 @@ def require_embedded_model() -> None:
     missing = embedded_model_missing()
     if missing:
         skip_or_fail(missing, "LIMBIC_REQUIRE_REAL_MODEL")
+
+
+def imported_modules(path: Path) -> list[str]:
+    """Every absolute module a Python file imports (for the purity tests)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names

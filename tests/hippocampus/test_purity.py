@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import imported_modules
 
 PACKAGE = Path(__file__).resolve().parents[2] / "backend" / "hippocampus"
 FILES = sorted(PACKAGE.glob("*.py"))
@@ -33,17 +34,10 @@ FORBIDDEN = {
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_imports_only_pure_modules(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        for name in names:
-            top = name.split(".")[0]
-            if top == "backend":
-                assert name.startswith(("backend.hippocampus", "backend.memory")), name
-            else:
-                assert top not in FORBIDDEN, f"{path.name} imports {name}"
-                assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names, name
+    for name in imported_modules(path):
+        top = name.split(".")[0]
+        if top == "backend":
+            assert name.startswith(("backend.hippocampus", "backend.memory")), name
+        else:
+            assert top not in FORBIDDEN, f"{path.name} imports {name}"
+            assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names, name

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import imported_modules
+
 ENGINE = Path(__file__).resolve().parents[2] / "backend" / "memory"
 ENGINE_FILES = sorted(ENGINE.glob("*.py"))
 
@@ -48,16 +50,6 @@ FORBIDDEN_CALLS = {
 IO_ALLOWED = {"gist_conformance.py"}
 
 
-def _imports(tree: ast.AST) -> list[str]:
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
-    return names
-
-
 def test_engine_has_modules() -> None:
     assert {p.name for p in ENGINE_FILES} >= {
         "types.py",
@@ -72,8 +64,7 @@ def test_engine_has_modules() -> None:
 
 @pytest.mark.parametrize("path", ENGINE_FILES, ids=lambda p: p.name)
 def test_engine_imports_only_itself_stdlib_and_numpy(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for name in _imports(tree):
+    for name in imported_modules(path):
         top = name.split(".")[0]
         if top == "backend":
             assert name.startswith("backend.memory"), f"{path.name} imports {name}"
