@@ -59,6 +59,7 @@ def outcomes_part(outcomes: Sequence[WriteOutcome]) -> dict[str, list[dict[str, 
         "reinforced": [],
         "superseded": [],
         "rejected": [],
+        "queued": [],  # the store was down: waiting in the outbox, gated when replayed
     }
     for o in outcomes:
         if o.action == "write":
@@ -72,6 +73,8 @@ def outcomes_part(outcomes: Sequence[WriteOutcome]) -> dict[str, list[dict[str, 
                 {"id": o.memory_id, "content": o.content, "vector": o.has_vector}
             )
             part["superseded"].append({"id": o.target_id, "by": o.memory_id, "reason": o.reason})
+        elif o.action == "queue":
+            part["queued"].append({"content": o.content, "reason": o.reason})
         else:
             part["rejected"].append({"content": o.content, "reason": o.reason})
     return part

@@ -26,6 +26,7 @@ from typing import Any
 
 from backend.clock import Clock
 from backend.engine import report as reports
+from backend.engine.outbox_replay import write_or_queue
 from backend.engine.prompt import build_main_messages
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.hippocampus import (
@@ -385,13 +386,19 @@ class TurnEngine:
         return result, info
 
     async def _gate(self, turn: Turn) -> tuple[list[WriteOutcome], str | None]:
-        """Long-term candidates → save gate → store, as soon as the hippocampus is in."""
+        """Long-term candidates → save gate → store, as soon as the hippocampus is in.
+
+        A store outage queues the candidates in the outbox (``queue`` outcomes, replayed
+        later by ``outbox_loop``); only a write that could be neither applied nor queued
+        is reported as ``write_error``.
+        """
         result, _info = await turn._hippocampus
         if result is None or not result.long_term:
             return [], None
         try:
             outcomes = await asyncio.to_thread(
-                self.long_term.write,
+                write_or_queue,
+                self.long_term,
                 turn.namespace,
                 list(result.long_term),
                 recalled=turn.recalled,

@@ -15,7 +15,10 @@ Failure policy:
   stored without a vector and ``backfill`` gives it one later;
 - activation never raises for runtime trouble: an unreachable store yields an empty
   activation with ``degraded`` set (the turn answers without recalled memories);
-- bad arguments (unknown ids on update, invalid values) raise ``ValueError``/``KeyError``.
+- bad arguments (unknown ids on update, invalid values) raise ``ValueError``/``KeyError``;
+- a store outage in the middle of ``write`` raises ``WriteInterrupted`` (a
+  ``VectorStoreUnavailable``) carrying what was applied and what was not, so the caller
+  can queue the rest in the ``outbox`` (``backend.stores.outbox``) and lose nothing.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from backend.memory.types import (
 )
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex, LexicalIndex
 from backend.stores.memory_jsonl import InvalidMemoryLine, decode_line, encode_line
+from backend.stores.outbox import WriteOutbox
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -74,12 +78,29 @@ class Activation:
 class WriteOutcome:
     """What the gate did with one candidate; ``memory_id`` is the memory written or reinforced."""
 
-    action: Literal["write", "reinforce", "supersede", "reject"]
+    # "queue": the store was down; the candidate waits in the outbox (not yet gated).
+    action: Literal["write", "reinforce", "supersede", "reject", "queue"]
     content: str
     reason: str
     memory_id: str | None = None
     target_id: str | None = None
     has_vector: bool = False
+
+
+class WriteInterrupted(VectorStoreUnavailable):
+    """The store went away during ``write``: ``outcomes`` were applied, ``remaining``
+    (in order) were not. The candidate at ``remaining[0]`` may be half-applied (no backend
+    promises atomic batches); replaying it is safe, the gate dedupes against the store."""
+
+    def __init__(
+        self,
+        cause: VectorStoreUnavailable,
+        outcomes: list[WriteOutcome],
+        remaining: list[Candidate],
+    ) -> None:
+        super().__init__(str(cause))
+        self.outcomes = outcomes
+        self.remaining = remaining
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +135,7 @@ class LongTermMemory:
         activation: ActivationPolicy = ActivationPolicy(),
         id_factory: Callable[[], str] = _new_id,
         lexical: LexicalIndex | None = None,
+        outbox: WriteOutbox | None = None,
     ) -> None:
         if lexical is None and activation.lexical_pool > 0:
             lexical = InMemoryLexicalIndex()
@@ -124,6 +146,7 @@ class LongTermMemory:
         self.gate_policy = gate_policy
         self.activation = activation
         self._new_id = id_factory
+        self.outbox = outbox  # where writes wait while the store is down (None: nowhere)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._ann_worker: ThreadPoolExecutor | None = None
@@ -339,18 +362,23 @@ class LongTermMemory:
         ``gate_policy``: the thresholds to apply (a persona's); ``None``: ``self.gate_policy``.
 
         Candidates are processed in order, so a later candidate sees what an earlier one
-        wrote (two restatements in one batch become one memory).
+        wrote (two restatements in one batch become one memory). A store outage raises
+        ``WriteInterrupted`` with the outcomes so far and the candidates not applied.
         """
         if not candidates:
             return []
         vectors = self.embed([c.content for c in candidates])
-        outcomes = []
+        outcomes: list[WriteOutcome] = []
         with self._lock(ns):
             for index, candidate in enumerate(candidates):
                 vector = None if vectors is None else vectors[index]
-                outcomes.append(
-                    self._write_one(ns, candidate, vector, recalled, source_session, gate_policy)
-                )
+                try:
+                    outcome = self._write_one(
+                        ns, candidate, vector, recalled, source_session, gate_policy
+                    )
+                except VectorStoreUnavailable as exc:
+                    raise WriteInterrupted(exc, outcomes, list(candidates[index:])) from exc
+                outcomes.append(outcome)
         return outcomes
 
     def _neighbours(

@@ -146,7 +146,7 @@ async def panel_context(
     }
 
 
-_REPORT_LISTS = ("activated", "written", "reinforced", "superseded", "rejected")
+_REPORT_LISTS = ("activated", "written", "reinforced", "superseded", "rejected", "queued")
 
 
 def _report(report: dict[str, Any]) -> dict[str, Any]:
