@@ -26,6 +26,7 @@ from backend.llm.port import ChatModel, LLMError
 from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
 from backend.stores.long_term import LongTermMemory
+from backend.stores.outbox import OutboxError, WriteOutbox
 from backend.stores.sessions import SessionStore
 from backend.stores.vector_port import VectorStore
 
@@ -56,6 +57,8 @@ class Services:
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
+        if self.long_term.outbox is not None:
+            self.long_term.outbox.close()
         self.sessions.close()
 
 
@@ -176,12 +179,18 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     interrupted = sessions.mark_incomplete_pending()
     if interrupted:
         log.warning("marked %d interrupted replies as incomplete", interrupted)
+    try:  # long-term writes wait here while the store is down (backend.stores.outbox)
+        outbox = WriteOutbox(settings.storage.data_dir / "outbox.sqlite3")
+    except OutboxError as exc:
+        sessions.close()
+        raise StartupError(str(exc)) from exc
     long_term = LongTermMemory(
         store,
         embedder,
         clock,
         gate_policy=settings.memory.gate_policy(),
         activation=settings.memory.activation_policy(),
+        outbox=outbox,
     )
     chat = build_chat_model(settings, "chat")
     # One model instance per role, so the two LLMs really run in parallel.

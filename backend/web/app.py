@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.engine.maintenance import maintenance_loop
+from backend.engine.outbox_replay import outbox_loop
 from backend.engine.services import Services, build_services
 from backend.web import health, memories_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
@@ -90,12 +91,15 @@ def create_app(
         maintenance = asyncio.ensure_future(
             maintenance_loop(svc.long_term, settings.memory.decay_interval_hours)
         )
+        # Writes queued while the vector store was down (also those of an earlier run).
+        replay = asyncio.ensure_future(outbox_loop(svc.long_term))
         try:
             # The MCP endpoint's session manager (streamable HTTP) runs for the app's lifetime.
             async with app.state.mcp.run():
                 yield
         finally:
             maintenance.cancel()
+            replay.cancel()
             if owned:
                 await app.state.services.aclose()
             else:

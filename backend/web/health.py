@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +19,9 @@ from backend.web.deps import ServicesDep
 router = APIRouter(tags=["health"])
 
 PROBE_TIMEOUT_S = 0.5
+STORE_TIMEOUT_S = 2.0  # a healthy store counts in milliseconds; 2 s is clearly not healthy
+_probe_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_probe_guard = threading.Lock()
 _HEALTH_NS = Namespace("__health__", "__health__")
 
 
@@ -38,14 +43,40 @@ def _role(services: Services, name: str) -> dict[str, Any]:
     return {"provider": "openai", "model": role.model, "ok": _tcp_reachable(role.base_url)}
 
 
+def _store_probe() -> concurrent.futures.ThreadPoolExecutor:
+    """Two threads for the store check, made on first use (a hung one times out)."""
+    global _probe_pool
+    with _probe_guard:
+        if _probe_pool is None:
+            _probe_pool = concurrent.futures.ThreadPoolExecutor(2, "health-store")
+        return _probe_pool
+
+
+def _outbox(services: Services) -> dict[str, Any]:
+    """Long-term writes waiting for the store (``queued``) and parked ones (``parked``)."""
+    outbox = services.long_term.outbox
+    if outbox is None:
+        return {}
+    try:
+        queued, parked = outbox.counts()
+    except Exception as exc:
+        return {"outbox_error": type(exc).__name__}
+    return {"queued": queued, "parked": parked}
+
+
 def _check(services: Services) -> dict[str, Any]:
     deps: dict[str, Any] = {}
     started = time.perf_counter()
     try:
-        services.store.count(_HEALTH_NS)
+        # A hung store (a stopped server) would hold the check for the client's whole
+        # timeout: give it STORE_TIMEOUT_S in a worker thread and call it down after that.
+        _store_probe().submit(services.store.count, _HEALTH_NS).result(STORE_TIMEOUT_S)
         deps["vector_store"] = {"ok": True, "kind": type(services.store).__name__}
+    except concurrent.futures.TimeoutError:
+        deps["vector_store"] = {"ok": False, "error": "timeout"}
     except Exception as exc:
         deps["vector_store"] = {"ok": False, "error": type(exc).__name__}
+    deps["vector_store"].update(_outbox(services))
     try:
         services.sessions.list_sessions("__health__", limit=1)
         deps["session_db"] = {"ok": True}
