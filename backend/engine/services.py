@@ -109,11 +109,16 @@ def build_store(settings: Settings) -> VectorStore:
 
     url = settings.storage.chroma_url
     if url:
+        from backend.stores.lazy_store import LazyVectorStore
+
         parts = urlsplit(url)
-        return ChromaVectorStore.http(
-            parts.hostname or "127.0.0.1",
-            parts.port or (443 if parts.scheme == "https" else 8000),
-            ssl=parts.scheme == "https",
+        # Lazy: a server that is down at start is retried on use instead of stopping the app.
+        return LazyVectorStore(
+            lambda: ChromaVectorStore.http(
+                parts.hostname or "127.0.0.1",
+                parts.port or (443 if parts.scheme == "https" else 8000),
+                ssl=parts.scheme == "https",
+            )
         )
     return ChromaVectorStore.persistent(settings.storage.data_dir / "chroma")
 
