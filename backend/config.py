@@ -10,9 +10,10 @@ Environment (``docs/configuration.md`` has the full table):
 - ``LM__SECTION__KEY=value`` — any key, e.g. ``LM__MEMORY__WEIGHTS__RECENCY=0.3``
   (a value starting with ``{`` or ``[`` is read as JSON, anything else as text);
 - named overrides, applied after the generic ones: ``LM_HOST``, ``LM_PORT``,
-  ``LM_DATA_DIR``, ``LM_CHROMA_URL``, ``LM_API_KEYS="key1:alice,key2:bob"`` (merged into
-  ``server.api_keys``), ``LM_CHAT_API_KEY`` / ``LM_HIPPOCAMPUS_API_KEY`` /
-  ``LM_EMBEDDING_API_KEY`` (for ``openai`` roles; ignored for embedded ones);
+  ``LM_DATA_DIR``, ``LM_CHROMA_URL``, ``LM_DATABASE_URL`` (a secret: it may hold a
+  password), ``LM_API_KEYS="key1:alice,key2:bob"`` (merged into ``server.api_keys``),
+  ``LM_CHAT_API_KEY`` / ``LM_HIPPOCAMPUS_API_KEY`` / ``LM_EMBEDDING_API_KEY`` (for
+  ``openai`` roles; ignored for embedded ones);
 - ``OPENAI_API_KEY`` — fallback key for an ``openai`` role that has none.
 
 Failure policy: bad configuration fails at start. Every problem raises ``ConfigError``,
@@ -338,13 +339,53 @@ class MemorySettings(_Section):
 # ---- storage and server -----------------------------------------------------------------
 
 
+def redact_database_url(url: str) -> str:
+    """The URL with its password (and any query, which may hold one) masked."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    if parts.username:
+        netloc = f"{parts.username}{':***' if parts.password is not None else ''}@{netloc}"
+    query = "?***" if parts.query else ""
+    return f"{parts.scheme}://{netloc}{parts.path}{query}"
+
+
 class StorageSettings(_Section):
     data_dir: Path = Field(Path("data"), validate_default=True)
     chroma_url: str | None = None  # http://127.0.0.1:8001 → a Chroma HttpClient; else local
     sessions_db: Path = Field(None, validate_default=True)  # type: ignore[assignment]
 
+    # A PostgreSQL server shared by several app processes (docs/deployment.md), e.g.
+    # postgresql://limbic:secret@db:5432/limbic; None: SQLite at sessions_db.
+    database_url: SecretStr | None = None
+
     _url = field_validator("chroma_url")(_check_url)
     _paths = field_validator("data_dir", "sessions_db")(_resolve_path)
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _check_database_url(cls, value: Any) -> Any:
+        if value is None or value == "":
+            return None
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(raw, str):
+            raise ValueError("must be a URL string")
+        parts = urlsplit(raw.strip())
+        if parts.scheme.lower() not in ("postgresql", "postgres", "postgresql+psycopg"):
+            raise ValueError(
+                "must be a PostgreSQL URL such as postgresql://user:password@host:5432/limbic"
+                " (leave it null for SQLite at sessions_db)"
+            )
+        try:
+            parts.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        if not parts.hostname or not parts.path.strip("/"):
+            raise ValueError("needs a host and a database name, e.g. postgresql://host/limbic")
+        return raw.strip()
 
     @field_validator("sessions_db", mode="before")
     @classmethod
@@ -405,6 +446,10 @@ class Settings(_Section):
     def safe_dump(self) -> dict[str, Any]:
         """A JSON-able view for logs and health pages: secrets masked."""
         data = self.model_dump(mode="json", by_alias=True)
+        url = self.storage.database_url
+        data["storage"]["database_url"] = (
+            None if url is None else redact_database_url(url.get_secret_value())
+        )
         data["server"]["api_keys"] = {
             f"<key {i}>": user for i, user in enumerate(self.server.api_keys.values(), 1)
         }
@@ -473,6 +518,7 @@ _NAMED_ENV: dict[str, tuple[str, ...]] = {
     "LM_PORT": ("server", "port"),
     "LM_DATA_DIR": ("storage", "data_dir"),
     "LM_CHROMA_URL": ("storage", "chroma_url"),
+    "LM_DATABASE_URL": ("storage", "database_url"),
 }
 
 

@@ -90,7 +90,7 @@ def problems(
         kind, value = error["type"], error.get("input")
         shown = [p for i, p in enumerate(prefix + loc) if not (i == 1 and p in PROVIDERS)]
         where = source(tuple(shown))
-        secret = "api_keys" in shown or "api_key" in shown
+        secret = any(name in shown for name in ("api_keys", "api_key", "database_url"))
         if shown[:2] == ["server", "api_keys"] and len(shown) > 2:
             shown[2] = "<key>"
         if kind in ("union_tag_invalid", "union_tag_not_found"):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.postgres_server import PostgresServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
@@ -36,3 +39,20 @@ def fixtures_dir() -> Path:
 def eval_dir() -> Path:
     """``../shared/eval`` (override with ``LIMBIC_EVAL_DIR``)."""
     return _locate("LIMBIC_EVAL_DIR", SHARED / "eval", "eval corpus")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for this test session (skipped without the binaries,
+    unless LIMBIC_REQUIRE_POSTGRES=1)."""
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a fresh, empty database on that server."""
+    return postgres_server.new_database()

@@ -1,19 +1,28 @@
 """Periodic memory maintenance: the decay pass and the vector backfill, for every namespace.
 
 The app runs ``maintenance_loop`` in its lifespan (memory-model.md: "A decay pass
-(scheduled by the app, not by callers)"). Failure policy: a failing pass is logged and
-retried at the next interval; it never stops the app.
+(scheduled by the app, not by callers)"). With several app processes on one session
+database, each pass runs in one process only: the loop claims it in the database first
+(``backend.stores.cluster_jobs``). Failure policy: a failing pass is logged and retried
+at the next interval; it never stops the app.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 
+from backend.stores.cluster_jobs import claim_job
 from backend.stores.long_term import LongTermMemory
+from backend.stores.session_db import SessionDatabase
 
 log = logging.getLogger(__name__)
+
+JOB_NAME = "maintenance"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,22 +44,47 @@ def run_maintenance(long_term: LongTermMemory) -> MaintenanceReport:
 
 # The first pass waits a little so that start-up (and model loading) comes first.
 FIRST_PASS_DELAY_S = 60.0
+# How often a process asks whether a claimed pass is due: a pass starts at most this
+# late (the default interval is 24 hours).
+MAX_CLAIM_POLL_S = 300.0
 
 
-async def maintenance_loop(long_term: LongTermMemory, interval_hours: float) -> None:
-    """Run maintenance shortly after start, then every ``interval_hours``, until cancelled."""
+def process_owner() -> str:
+    """An id for this process in the job table (host, pid and a nonce: pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def maintenance_loop(
+    long_term: LongTermMemory,
+    interval_hours: float,
+    *,
+    jobs: SessionDatabase | None = None,
+    owner: str | None = None,
+    first_delay_s: float = FIRST_PASS_DELAY_S,
+) -> None:
+    """Run maintenance shortly after start, then every ``interval_hours``, until cancelled.
+
+    ``jobs``: the shared session database; the pass then runs only when this process
+    claims it (once per interval in the whole cluster). ``None``: every interval here.
+    """
     if interval_hours <= 0:
         return
-    await asyncio.sleep(FIRST_PASS_DELAY_S)
+    interval_s = interval_hours * 3600
+    owner = owner or process_owner()
+    await asyncio.sleep(first_delay_s)
     while True:
         try:
-            report = await asyncio.to_thread(run_maintenance, long_term)
-            log.info(
-                "maintenance: %d namespaces, %d faded, %d backfilled",
-                report.namespaces,
-                report.faded,
-                report.backfilled,
+            due = jobs is None or await asyncio.to_thread(
+                claim_job, jobs, JOB_NAME, owner, interval_s
             )
+            if due:
+                report = await asyncio.to_thread(run_maintenance, long_term)
+                log.info(
+                    "maintenance: %d namespaces, %d faded, %d backfilled",
+                    report.namespaces,
+                    report.faded,
+                    report.backfilled,
+                )
         except Exception:
             log.exception("maintenance pass failed; retrying at the next interval")
-        await asyncio.sleep(interval_hours * 3600)
+        await asyncio.sleep(interval_s if jobs is None else min(interval_s, MAX_CLAIM_POLL_S))

@@ -25,9 +25,11 @@ from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.port import ChatModel, LLMError
 from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
+from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
+from backend.stores.lexical_index import LexicalIndex
 from backend.stores.long_term import LongTermMemory
 from backend.stores.outbox import OutboxError, WriteOutbox
-from backend.stores.sessions import SessionStore
+from backend.stores.sessions import SessionStore, SessionStoreError
 from backend.stores.vector_port import VectorStore
 
 log = logging.getLogger(__name__)
@@ -155,6 +157,29 @@ def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
         raise StartupError(f"{role_name}: {exc}") from exc
 
 
+def open_session_store(settings: Settings, clock: Clock) -> SessionStore:
+    """SQLite at ``storage.sessions_db``, or PostgreSQL at ``storage.database_url``."""
+    url = settings.storage.database_url
+    target = settings.storage.sessions_db if url is None else url.get_secret_value()
+    try:
+        return SessionStore(target, clock)
+    except SessionStoreError as exc:  # its message names the database, password masked
+        raise StartupError(str(exc)) from exc
+
+
+def cluster_wrapping(
+    settings: Settings, sessions: SessionStore, store: VectorStore, lexical_pool: int
+) -> tuple[VectorStore, LexicalIndex | None]:
+    """With a shared (PostgreSQL) session database, several processes write the long-term
+    store: log each write, and keep the lexical index current with the others' writes
+    (``backend.stores.change_feed``). Otherwise the store as it is."""
+    if settings.storage.database_url is None:
+        return store, None
+    feed = ChangeFeed(sessions.db)
+    lexical = SharedLexicalIndex(feed, store) if lexical_pool > 0 else None
+    return ChangeLoggingVectorStore(store, feed), lexical
+
+
 def turn_settings(settings: Settings) -> TurnSettings:
     chat: Any = settings.chat
     hippocampus: Any = settings.hippocampus
@@ -180,7 +205,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         raise StartupError(str(exc)) from exc
     embedder = build_embedder(settings)
     store = build_store(settings)
-    sessions = SessionStore(settings.storage.sessions_db, clock)
+    sessions = open_session_store(settings, clock)
     interrupted = sessions.mark_incomplete_pending()
     if interrupted:
         log.warning("marked %d interrupted replies as incomplete", interrupted)
@@ -189,12 +214,15 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     except OutboxError as exc:
         sessions.close()
         raise StartupError(str(exc)) from exc
+    activation = settings.memory.activation_policy()
+    shared, lexical = cluster_wrapping(settings, sessions, store, activation.lexical_pool)
     long_term = LongTermMemory(
-        store,
+        shared,
         embedder,
         clock,
         gate_policy=settings.memory.gate_policy(),
-        activation=settings.memory.activation_policy(),
+        activation=activation,
+        lexical=lexical,
         outbox=outbox,
     )
     chat = build_chat_model(settings, "chat")

@@ -28,6 +28,7 @@ from backend.clock import Clock
 from backend.engine import report as reports
 from backend.engine.outbox_replay import write_or_queue
 from backend.engine.prompt import build_main_messages
+from backend.engine.session_order import acquire_session, release_session
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.hippocampus import (
     HippocampusParseError,
@@ -44,6 +45,7 @@ from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, U
 from backend.memory.types import Emotion, Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.stores.long_term import Activation, LongTermMemory, WriteOutcome
+from backend.stores.session_locks import LockHandle
 from backend.stores.sessions import Session, SessionStore
 
 log = logging.getLogger(__name__)
@@ -256,10 +258,30 @@ class TurnEngine:
         lock = self._lock(session.id)
         await lock.acquire()  # released when this turn's merge is done
         try:
-            return await self._begin_locked(request, session, persona, created, lock.release)
+            # Then the lock between processes (several app processes on one database):
+            # the state loaded below is the one the previous turn's merge saved, wherever
+            # that turn ran.
+            held = await acquire_session(self.sessions.locks, session.id)
         except BaseException:
             lock.release()
             raise
+
+        def release() -> None:  # sync: called from the merge's ``finally``
+            self._spawn(self._unlock(held, lock))
+
+        try:
+            # A reply left pending by a process that died mid-turn is now known dead.
+            await asyncio.to_thread(self.sessions.mark_incomplete_pending, session.id)
+            return await self._begin_locked(request, session, persona, created, release)
+        except BaseException:
+            release()
+            raise
+
+    async def _unlock(self, held: LockHandle, lock: asyncio.Lock) -> None:
+        try:
+            await release_session(self.sessions.locks, held)
+        finally:
+            lock.release()
 
     async def _begin_locked(
         self,

@@ -89,7 +89,11 @@ def create_app(
         app.state.services = services or await asyncio.to_thread(build_services, settings)
         svc = app.state.services
         maintenance = asyncio.ensure_future(
-            maintenance_loop(svc.long_term, settings.memory.decay_interval_hours)
+            maintenance_loop(
+                svc.long_term,
+                settings.memory.decay_interval_hours,
+                jobs=getattr(svc.sessions, "db", None),  # one pass per cluster
+            )
         )
         # Writes queued while the vector store was down (also those of an earlier run).
         replay = asyncio.ensure_future(outbox_loop(svc.long_term))

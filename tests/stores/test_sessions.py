@@ -27,18 +27,29 @@ def clock() -> FixedClock:
     return FixedClock(T0)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the store lives: a SQLite file, or a fresh database on a real PostgreSQL."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(tmp_path / "db" / "sessions.sqlite3")
+
+
 @pytest.fixture
-def store(tmp_path: Path, clock: FixedClock) -> Iterator[SessionStore]:
-    with SessionStore(tmp_path / "db" / "sessions.sqlite3", clock) as opened:
+def store(target: str, clock: FixedClock) -> Iterator[SessionStore]:
+    with SessionStore(target, clock) as opened:
         yield opened
 
 
-def test_pragmas_wal_and_foreign_keys(store: SessionStore) -> None:
+def test_pragmas_wal_and_foreign_keys(tmp_path: Path, clock: FixedClock) -> None:
+    store = SessionStore(tmp_path / "db" / "sessions.sqlite3", clock)
+    assert store.postgres is False
     assert store.journal_mode == "wal"
     assert store._read("PRAGMA journal_mode")[0][0] == "wal"
     assert store._read("PRAGMA foreign_keys")[0][0] == 1
     assert store._read("PRAGMA synchronous")[0][0] == 1  # NORMAL
     assert store.schema_version == SCHEMA_VERSION
+    store.close()
 
 
 def test_session_round_trip(store: SessionStore, clock: FixedClock) -> None:
@@ -139,8 +150,8 @@ def test_reply_finished_complete(store: SessionStore) -> None:
     assert (done.status, done.content, done.error) == ("complete", "Good evening.", None)
 
 
-def test_pending_replies_become_incomplete_after_a_crash(tmp_path: Path, clock: FixedClock) -> None:
-    path = tmp_path / "sessions.sqlite3"
+def test_pending_replies_become_incomplete_after_a_crash(target: str, clock: FixedClock) -> None:
+    path = target
     store = SessionStore(path, clock)
     store.create_session("alice", "companion", session_id="s1")
     store.append_message("s1", "user", "hi")
@@ -227,8 +238,8 @@ def test_concurrent_appends_keep_seq_unique_and_ordered(store: SessionStore) -> 
         assert mine == [f"{n}:{i}" for i in range(per_thread)]
 
 
-def test_reopen_keeps_everything(tmp_path: Path, clock: FixedClock) -> None:
-    path = tmp_path / "sessions.sqlite3"
+def test_reopen_keeps_everything(target: str, clock: FixedClock) -> None:
+    path = target
     with SessionStore(path, clock) as store:
         store.create_session("alice", "companion", title="t", session_id="s1")
         store.append_message("s1", "user", "remember me")
