@@ -11,8 +11,10 @@ the exception: the app starts and activation degrades until it is back.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,11 @@ class Services:
         self.sessions.close()
 
 
+# Below this the first turns would fill the disk: a new Chroma store alone takes a few
+# MiB (its SQLite file and HNSW segments), the session database and the WAL more.
+MIN_FREE_BYTES = 16 * 2**20
+
+
 def _check_writable(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -76,12 +83,28 @@ def _check_writable(directory: Path) -> None:
         )
     probe = directory / ".write-probe"
     try:
-        probe.write_bytes(b"ok")
+        with probe.open("wb") as handle:  # written through to the disk: a full one says so
+            handle.write(b"ok")
+            handle.flush()
+            os.fsync(handle.fileno())
         probe.unlink()
     except OSError as exc:
+        probe.unlink(missing_ok=True)  # no trace left behind
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StartupError(
+                f"the disk holding {directory} is full ({exc.strerror}); free some space "
+                "or point storage.data_dir (or LM_DATA_DIR) at another disk"
+            ) from exc
         raise StartupError(
             f"cannot write to {directory} ({exc.strerror}); is the disk full?"
         ) from exc
+    free = shutil.disk_usage(directory).free
+    if free < MIN_FREE_BYTES:
+        raise StartupError(
+            f"only {free / 2**20:.1f} MiB free on the disk holding {directory} (the app "
+            f"needs at least {MIN_FREE_BYTES // 2**20} MiB to start safely); free some "
+            "space or point storage.data_dir (or LM_DATA_DIR) at another disk"
+        )
 
 
 def build_embedder(settings: Settings) -> Embedder:

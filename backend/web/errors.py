@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +25,7 @@ _TYPES = {
     429: "rate_limit_error",
     502: "upstream_error",
     503: "service_unavailable",
+    507: "insufficient_storage",
 }
 
 
@@ -66,7 +69,47 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, str(exc.detail), None)
 
+    async def _storage(_request: Request, exc: Exception) -> JSONResponse:
+        if not is_disk_full(exc):
+            raise exc  # to the catch-all below: a 500
+        # The failed statement was rolled back, nothing half-written: say what to fix.
+        log.error("disk full: %s", type(exc).__name__)
+        return error_response(
+            507, "the server's disk is full; retry once space has been freed",
+            "insufficient_storage",
+        )  # fmt: skip
+
+    # Database and OS errors (SQLAlchemy wraps the driver's, ``__cause__`` keeps it).
+    for kind in (OSError, sqlite3.Error, *_db_api_errors()):
+        app.add_exception_handler(kind, _storage)
+
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return error_response(500, "internal error", "internal_error")
+
+
+def _db_api_errors() -> tuple[type[Exception], ...]:
+    try:
+        from sqlalchemy.exc import DBAPIError
+    except ImportError:  # the session store does not use SQLAlchemy
+        return ()
+    return (DBAPIError,)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it, e.g. under an SQLAlchemy wrapper) is a full disk:
+    ``ENOSPC``/``EDQUOT`` from the OS or SQLite's ``SQLITE_FULL``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(current, sqlite3.Error) and (
+            getattr(current, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "disk is full" in str(current)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
