@@ -1,0 +1,221 @@
+"""Two app processes' engines on one session database and one long-term store.
+
+Each "process" is its own ``SessionStore`` (its own connections and locks) and its own
+``LongTermMemory`` (its own lexical index) over one shared vector store; turn ordering
+needs locks that exclude each other in one test process, which PostgreSQL's advisory
+locks do (they are per connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from backend.clock import FixedClock
+from backend.engine.maintenance import maintenance_loop
+from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.llm.fake import FakeChatModel
+from backend.memory.types import ActivationPolicy, Candidate, Namespace
+from backend.personas import PersonaRegistry
+from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
+from backend.stores.in_memory import InMemoryVectorStore
+from backend.stores.long_term import LongTermMemory
+from backend.stores.sessions import SessionStore
+from backend.stores.vector_port import VectorStore
+from tests.stores.fakes import BagOfWordsEmbedder
+from tests.web.harness import REPO
+
+T0 = datetime(2026, 9, 1, 21, 0, tzinfo=UTC)
+NS = Namespace("alice", "companion")
+# The hybrid default of the app's config: lexical candidates on (ActivationPolicy's is 0).
+LEXICAL = replace(ActivationPolicy(), lexical_pool=30)
+
+
+def hippo(background: str, long_term: list[dict[str, object]] | None = None) -> str:
+    return json.dumps(
+        {"background": background, "short_term": [], "long_term": long_term or [],
+         "user_emotion": {"label": "calm", "intensity": 0.3}}
+    )  # fmt: skip
+
+
+def process_ltm(shared: VectorStore, sessions: SessionStore, clock: FixedClock) -> LongTermMemory:
+    """One process's long-term memory, wired as services.py wires it in a cluster."""
+    feed = ChangeFeed(sessions.db)
+    return LongTermMemory(
+        ChangeLoggingVectorStore(shared, feed),
+        BagOfWordsEmbedder(),
+        clock,
+        activation=LEXICAL,
+        lexical=SharedLexicalIndex(feed, shared),
+    )
+
+
+class Process:
+    def __init__(self, target: str, shared: VectorStore, clock: FixedClock) -> None:
+        self.sessions = SessionStore(target, clock)
+        self.long_term = process_ltm(shared, self.sessions, clock)
+        self.chat = FakeChatModel("fake-chat")
+        self.hippocampus = FakeChatModel("fake-hippocampus")
+        self.engine = TurnEngine(
+            sessions=self.sessions,
+            long_term=self.long_term,
+            chat=self.chat,
+            hippocampus=self.hippocampus,
+            personas=PersonaRegistry.load(REPO / "personas", "companion"),
+            clock=clock,
+            settings=TurnSettings(token_budget=300, hippocampus_timeout_s=5.0),
+        )
+
+
+@pytest.fixture
+def two(postgres_url: str) -> Iterator[tuple[Process, Process]]:
+    clock = FixedClock(T0)
+    shared = InMemoryVectorStore()
+    a, b = Process(postgres_url, shared, clock), Process(postgres_url, shared, clock)
+    yield a, b
+    a.sessions.close()
+    b.sessions.close()
+
+
+@pytest.mark.anyio
+async def test_turns_of_one_session_in_two_processes_never_interleave(
+    two: tuple[Process, Process],
+) -> None:
+    a, b = two
+    gate = asyncio.Event()
+    a.hippocampus.enqueue([hippo("after turn 1")], wait_for=gate)
+    a.chat.enqueue(["one"])
+    b.hippocampus.enqueue([hippo("after turn 2")])
+    b.chat.enqueue(["two"])
+    turn1 = await a.engine.begin(TurnRequest(user_id="alice", text="t1"))
+    async for _ in turn1.stream():
+        pass
+    session = turn1.session.id
+    second = asyncio.ensure_future(
+        b.engine.run(TurnRequest(user_id="alice", text="t2", session_id=session))
+    )
+    await asyncio.sleep(0.3)
+    # Process B waits for A's merge: it has not even stored its user message.
+    assert not second.done() and len(b.chat.calls) == 0
+    assert [m.content for m in b.sessions.transcript(session)] == ["t1", "one"]
+    gate.set()
+    await asyncio.wait_for(second, 10)
+    block = [m["content"] for m in b.chat.calls[0].messages if m["role"] == "system"][-1]
+    assert "after turn 1" in block  # B read the state A merged
+    assert [(m.seq, m.content) for m in a.sessions.transcript(session)] == [
+        (1, "t1"), (2, "one"), (3, "t2"), (4, "two"),
+    ]  # fmt: skip
+    assert a.sessions.load_state(session).background == "after turn 2"
+    await a.engine.drain()
+    await b.engine.drain()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def fact(content: str, keywords: list[str], importance: float = 0.9) -> Candidate:
+    return Candidate(content, "relationship", importance=importance, confidence=0.95,
+                     keywords=tuple(keywords))  # fmt: skip
+
+
+def found(ltm: LongTermMemory, query: str) -> set[str]:
+    """The lexical channel's candidates: BM25 matches and the salient list."""
+    return {m.content for m in ltm.lexical_candidates(NS, query)}
+
+
+MEI = "The user's sister Mei lives in Osaka"
+KURO = "The user's cat is called Kuroneko"
+TAMA = "The user's cat is called Tama"
+SHAMISEN = "The user plays the shamisen"
+
+
+def test_another_process_writes_reach_the_lexical_index(shared_target: str) -> None:
+    clock = FixedClock(T0)
+    shared = InMemoryVectorStore()
+    with SessionStore(shared_target, clock) as sa, SessionStore(shared_target, clock) as sb:
+        a, b = process_ltm(shared, sa, clock), process_ltm(shared, sb, clock)
+        plain = LongTermMemory(shared, BagOfWordsEmbedder(), clock, activation=LEXICAL)
+        a.write(NS, [fact(MEI, ["mei", "osaka"])])
+        assert MEI in found(b, "Osaka") and MEI in found(plain, "Osaka")  # loaded now
+        # A writes again: B (with the feed) sees it; a process without it does not.
+        written = a.write(NS, [fact(KURO, ["kuroneko"])])
+        assert KURO in found(b, "Kuroneko")
+        assert KURO not in found(plain, "Kuroneko")  # the bug this fixes
+        # Edits and deletions travel too.
+        memory_id = written[0].memory_id
+        assert memory_id is not None
+        a.update(NS, memory_id, content=TAMA)
+        assert TAMA in found(b, "Tama") and KURO not in found(b, "Kuroneko")
+        a.delete(NS, memory_id)
+        assert TAMA not in found(b, "Tama")
+        # B's writes reach A the same way.
+        b.write(NS, [fact(SHAMISEN, ["shamisen"])])
+        assert SHAMISEN in found(a, "shamisen")
+
+
+def test_pruned_changes_make_a_stale_process_reload(shared_target: str) -> None:
+    clock = FixedClock(T0)
+    shared = InMemoryVectorStore()
+    with SessionStore(shared_target, clock) as sa, SessionStore(shared_target, clock) as sb:
+        a, b = process_ltm(shared, sa, clock), process_ltm(shared, sb, clock)
+        b.activate(NS, "anything")  # B has the (empty) namespace loaded
+        a.write(NS, [fact("The user's brother Ken is a nurse", ["ken", "nurse"])])
+        assert ChangeFeed(sa.db).prune(older_than_s=-1.0) >= 1  # every change pruned
+        assert "The user's brother Ken is a nurse" in found(b, "nurse")
+
+
+def test_the_salient_list_sees_another_process(shared_target: str) -> None:
+    clock = FixedClock(T0)
+    shared = InMemoryVectorStore()
+    policy = replace(LEXICAL, salient_n=5)
+    with SessionStore(shared_target, clock) as sa, SessionStore(shared_target, clock) as sb:
+        a = process_ltm(shared, sa, clock)
+        b = process_ltm(shared, sb, clock)
+        b.activation = policy
+        plain = LongTermMemory(shared, BagOfWordsEmbedder(), clock, activation=policy)
+        b.activate(NS, "hello")
+        plain.activate(NS, "hello")
+        a.write(NS, [fact("The user is getting married in June", ["married", "june"])])
+        clock.advance(minutes=1)
+        news = "The user is getting married in June"
+        assert news in [m.content for m in b.activate(NS, "what's new?").memories]
+        index = b.lexical
+        assert index is not None
+        assert len(index.salient(NS, since=T0, min_importance=0.7, n=5) or []) == 1
+        # Without the feed the salient list (no word in common with the query) misses it.
+        assert news in found(b, "what's new?") and news not in found(plain, "what's new?")
+
+
+@pytest.mark.anyio
+async def test_maintenance_runs_once_per_cluster(
+    shared_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FixedClock(T0)
+    ran: list[str] = []
+    monkeypatch.setattr(
+        "backend.engine.maintenance.run_maintenance", lambda ltm: ran.append(ltm.owner)
+    )
+    stores = [SessionStore(shared_target, clock) for _ in range(3)]
+    loops = []
+    for n, store in enumerate(stores):
+        ltm = LongTermMemory(InMemoryVectorStore(), None, clock)
+        ltm.owner = f"p{n}"  # type: ignore[attr-defined]
+        loops.append(
+            asyncio.ensure_future(
+                maintenance_loop(ltm, 1.0, jobs=store.db, owner=f"p{n}", first_delay_s=0)
+            )
+        )
+    await asyncio.sleep(1.0)
+    for loop in loops:
+        loop.cancel()
+    await asyncio.gather(*loops, return_exceptions=True)
+    for store in stores:
+        store.close()
+    assert len(ran) == 1  # three processes, one pass per interval (an hour)
