@@ -292,6 +292,8 @@ class TurnEngine:
         release: Callable[[], None],
     ) -> Turn:
         turn_id = uuid.uuid4().hex
+        # The query embedding needs only the text: it runs while the session I/O below does.
+        query_embedding = self.long_term.start_query_embedding(request.text)
         state = await self._load_state(session.id)
         if created and request.history:
             state = await self._seed(session.id, state, request.history)
@@ -316,6 +318,7 @@ class TurnEngine:
                 request.text,
                 target_emotion=target,
                 policy=persona.retrieval_policy,  # None: the configured one
+                pending_embedding=query_embedding,
             )
         except Exception:  # retrieval failure never fails a turn
             log.exception("activation failed for session %s", session.id)

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
@@ -58,6 +58,9 @@ from backend.stores.outbox import WriteOutbox
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
 log = logging.getLogger(__name__)
+
+# A query embedding in flight: (vector or None, embedding ms, perf_counter when done).
+QueryEmbedding = Future[tuple[np.ndarray | None, float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,21 +281,28 @@ class LongTermMemory:
         query_vector: np.ndarray | None = None,
         embed_query: bool = True,
         policy: RetrievalPolicy | None = None,
+        pending_embedding: QueryEmbedding | None = None,
     ) -> Activation:
-        """Retrieve the memories to place in this turn's context, with score breakdowns."""
+        """Retrieve the memories to place in this turn's context, with score breakdowns.
+
+        ``pending_embedding``: the query's embedding already started by
+        ``start_query_embedding`` (the turn starts it before its session I/O).
+        """
         started = time.perf_counter()
         embed_ms = 0.0
         lexical: list[Memory] | None = None
+        waited_ms = 0.0
         try:
             if query_vector is None and embed_query and self.embedder is not None:
                 # The query is embedded in a worker while the lexical lookups (which need
                 # no vector) run here: the two overlap instead of adding up.
-                embedding = self._worker().submit(self._timed_embed, query_text)
+                embedding = pending_embedding or self.start_query_embedding(query_text)
                 try:
                     if self._lexical_ready(ns) is not None:
                         lexical = self.lexical_candidates(ns, query_text)
                 finally:
-                    query_vector, embed_ms = embedding.result()
+                    query_vector, embed_ms, embedded_at = embedding.result()
+                    waited_ms = max(0.0, (embedded_at - started) * 1e3)
             pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
@@ -313,14 +323,25 @@ class LongTermMemory:
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
-        # search_ms: the activation's wall time beyond the embedding (they overlap).
-        search_ms = max(0.0, (done - started) * 1e3 - embed_ms)
+        # search_ms: the activation's wall time not spent waiting for the embedding (the
+        # two overlap; an embedding started early may cost the activation no wait at all).
+        search_ms = max(0.0, (done - started) * 1e3 - waited_ms)
         return Activation(result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded)
 
-    def _timed_embed(self, text: str) -> tuple[np.ndarray | None, float]:
+    def start_query_embedding(self, text: str) -> QueryEmbedding | None:
+        """Embed ``text`` in the activation worker; hand the future to ``activate``.
+        ``None`` without an embedder. Never raises: an embedder that is down resolves
+        to no vector (keywords only)."""
+        if self.embedder is None:
+            return None
+        return self._worker().submit(self._timed_embed, text)
+
+    def _timed_embed(self, text: str) -> tuple[np.ndarray | None, float, float]:
+        """(vector or ``None``, embedding ms, ``perf_counter`` when it was ready)."""
         started = time.perf_counter()
         vectors = self.embed([text])
-        return (None if vectors is None else vectors[0]), (time.perf_counter() - started) * 1e3
+        done = time.perf_counter()
+        return (None if vectors is None else vectors[0]), (done - started) * 1e3, done
 
     def corpus_stats(
         self, ns: Namespace, query_text: str, pool: Sequence[Memory]

@@ -2,13 +2,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backend.engine.turn import TurnRequest
 from backend.llm.port import LLMStreamInterrupted, LLMUnavailable, ToolCall
 from backend.memory.types import Namespace
+from backend.stores.sessions import SessionState
+from tests.stores.fakes import BagOfWordsEmbedder
 
 from .conftest import Rig, make_rig
 
@@ -283,3 +288,32 @@ async def test_session_of_another_user_is_refused(rig: Rig) -> None:
     with pytest.raises(SessionConflict):
         await rig.engine.begin(TurnRequest(user_id="bob", text="peek", session_id="s-1"))
     assert turn.session.id == "s-1"
+
+
+async def test_query_embedding_starts_before_the_session_io(rig: Rig) -> None:
+    # The embedding needs only the text, so it overlaps the state load and the persist
+    # instead of following them (TTFT): loading the state waits here until it has begun.
+    embedder = rig.long_term.embedder
+    assert isinstance(embedder, BagOfWordsEmbedder)
+    started = threading.Event()
+    embed, load_state = embedder.embed, rig.sessions.load_state
+    seen: list[bool] = []
+
+    def embed_spy(texts: Sequence[str]) -> np.ndarray:
+        started.set()
+        return embed(texts)
+
+    def load_state_after_embedding(session_id: str) -> SessionState:
+        seen.append(started.wait(timeout=5.0))
+        return load_state(session_id)
+
+    embedder.embed = embed_spy  # type: ignore[method-assign]
+    rig.sessions.load_state = load_state_after_embedding  # type: ignore[method-assign]
+    rig.chat.enqueue(["ok"])
+    rig.hippocampus.enqueue([hippo()])
+    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="How is my sister Mei?"))
+    _ = [text async for text in turn.stream()]
+    await turn.merged  # type: ignore[misc]
+    assert seen[0] is True
+    assert embedder.calls == 1  # the activation used that embedding, not a second one
+    assert turn.activation is not None and turn.activation.query_vector is not None
