@@ -84,18 +84,27 @@ class ChromaServer:
 
 class AppProcess:
     """The app as its own process, on a config written for this test (``storage``: the
-    config's storage section; default: ``data`` under ``tmp_path``, embedded Chroma)."""
+    config's storage section; default: ``data`` under ``tmp_path``, embedded Chroma;
+    ``extra``: more settings, merged into their sections)."""
 
     def __init__(
-        self, tmp_path: Path, chat: str, hippocampus: str, storage: dict[str, Any] | None = None
+        self,
+        tmp_path: Path,
+        chat: str,
+        hippocampus: str,
+        storage: dict[str, Any] | None = None,
+        *,
+        extra: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.port = free_port()
-        config = {
+        config: dict[str, dict[str, Any]] = {
             "chat": {"provider": "openai", "base_url": chat, "model": "scripted"},
             "hippocampus": {"provider": "openai", "base_url": hippocampus, "model": "scripted"},
             "storage": storage or {"data_dir": str(tmp_path / "data")},
             "server": {"port": self.port, "personas_dir": str(REPO / "personas")},
         }
+        for section, values in (extra or {}).items():  # more settings, merged per section
+            config.setdefault(section, {}).update(values)
         self.config = tmp_path / "config.json"
         self.config.write_text(json.dumps(config))
         self.log = tmp_path / "app.log"

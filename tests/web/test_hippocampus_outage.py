@@ -1,0 +1,36 @@
+"""The hippocampus down for 30 turns, end to end through the real app process, then back
+(``bench/hippocampus_outage.py`` does the run; this asserts what it saw, never timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import hippocampus_outage as bench
+
+pytestmark = pytest.mark.slow
+
+
+def test_thirty_turns_without_hippocampus_then_it_recovers() -> None:
+    result = bench.run(before=3, outage=30, after=2)
+    rows = result["rows"]
+    assert result["errors"] == 0, [r.errors for r in rows if r.errors]
+    assert all(r.reply_ok for r in rows)  # every reply as the chat model wrote it
+    down = [r for r in rows if r.phase == "outage"]
+    assert len(down) == 30
+    # Each report says what happened: the two failure kinds, alternating.
+    assert [r.hippocampus for r in down[:2]] == ["failed", "garbage"]
+    assert {r.hippocampus for r in down} == {"failed", "garbage"}
+    assert all(r.written == 0 for r in down)  # nothing to gate without a hippocampus
+    # The fallback keeps short-term (stored and sent) within the budget; 30 turns of about
+    # 110 tokens would be over 3000 without it, so the budget was really reached.
+    budget = result["budget"]
+    assert all(r.short_term_tokens <= budget for r in rows)
+    assert all(r.prompt_short_term_tokens <= budget for r in rows)
+    assert max(r.short_term_tokens for r in down) > budget * 0.9
+    tail = [r.prompt_tokens for r in down[-10:]]
+    assert max(tail) - min(tail) < 200  # flat: the prompt stops growing
+    # Back: one turn restores background, compressed short-term and long-term writes.
+    assert result["turns_to_recover"] == 1
+    first_back = next(r for r in rows if r.phase == "after")
+    assert first_back.hippocampus == "ok" and first_back.written == 1
+    assert first_back.background_has_newest and first_back.short_term_tokens < budget // 4
