@@ -1,0 +1,262 @@
+"""A whole cluster on loopback: PostgreSQL, a Chroma server, N app processes, and
+scripted OpenAI-compatible upstreams whose answers follow the conversation.
+
+Used by ``tests/cluster/test_cluster_e2e.py`` and ``bench/cluster_throughput.py``.
+
+Conversations are made checkable by construction. User message t of conversation c
+names a code word (``code_word(c, t)``) and asks for the previous one. The scripted
+hippocampus (``hippocampus_reply``) reads the state it is given and answers with
+
+- ``background`` = the previous background + `` t<n>``: after n turns it is exactly
+  ``c<c>: t1 t2 … tn`` only if every turn read the state the previous turn merged
+  (a turn that read stale state drops a link; two merges interleaved duplicate one);
+- ``short_term`` = the previous items unchanged (the merge appends the new turn);
+- one long-term fact naming the turn's code word (a different template per turn, so
+  the save gate sees distinct facts).
+
+The scripted chat model (``chat_reply``) says whether the previous turn's code word
+reached its prompt (recalled memories or short-term): ``… saw <word>`` or ``… missed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.llm.scripted_server import RecordedRequest, Reply, ScriptedOpenAIServer
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 120.0
+TURN = re.compile(r"\bc(\d+) t(\d+):")
+_SYLLABLES = ("zor", "vik", "tam", "lou", "pex", "rin", "dak", "sul", "mev", "kon", "bri", "yat")
+TEMPLATES = (
+    "The user's secret password for conversation {c} is {w}",
+    "The user named a pet turtle {w} in conversation {c}",
+    "The user's favourite invented city is {w}, as said in conversation {c}",
+    "The user drives an old car nicknamed {w} (conversation {c})",
+    "The user's grandmother used to sing a song called {w} (conversation {c})",
+    "The user is learning a board game named {w} in conversation {c}",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def code_word(conversation: int, turn: int) -> str:
+    """A made-up word, distinct per (conversation, turn)."""
+    n = conversation * 97 + turn * 13
+    return "".join(_SYLLABLES[(n >> (3 * i)) % len(_SYLLABLES)] for i in range(3)) + str(turn)
+
+
+def user_message(conversation: int, turn: int) -> str:
+    text = f"c{conversation} t{turn}: today's code word is {code_word(conversation, turn)}."
+    if turn > 1:
+        text += f" Do you remember the last one, {code_word(conversation, turn - 1)}?"
+    return text
+
+
+def fact(conversation: int, turn: int) -> str:
+    template = TEMPLATES[(turn - 1) % len(TEMPLATES)]
+    return template.format(c=conversation, w=code_word(conversation, turn))
+
+
+def reply_text(conversation: int, turn: int, saw: bool) -> str:
+    seen = f"saw {code_word(conversation, turn - 1)}" if saw else "missed"
+    return f"Reply to c{conversation} t{turn}: {seen}."
+
+
+def _turn_of(text: str) -> tuple[int, int]:
+    found = TURN.findall(text)
+    if not found:
+        raise ValueError(f"no turn marker in {text[:80]!r}")
+    conversation, turn = found[-1]
+    return int(conversation), int(turn)
+
+
+def hippocampus_reply(body: dict[str, Any], delay_s: float = 0.0) -> Reply:
+    """The hippocampus answer for a request (module doc)."""
+    data = body["messages"][-1]["content"]
+    payload = json.loads(data[data.index("{") : data.rindex("}") + 1])
+    conversation, turn = _turn_of(payload["new_user_message"])
+    background = payload["background"] or f"c{conversation}:"
+    answer = {
+        "background": f"{background} t{turn}",
+        "short_term": [
+            {"role": item["role"], "text": item["text"]} for item in payload["short_term"]
+        ],
+        "long_term": [
+            {
+                "content": fact(conversation, turn),
+                "category": "general",
+                "importance": 0.9,
+                "confidence": 0.95,
+                "subject": "user",
+                "keywords": [code_word(conversation, turn)],
+            }
+        ],
+        "user_emotion": {"label": "calm", "intensity": 0.3},
+    }
+    return Reply(chunks=[json.dumps(answer)], first_token_delay_s=delay_s)
+
+
+def chat_reply(body: dict[str, Any], delay_s: float = 0.0) -> Reply:
+    """The chat answer: whether the previous code word reached the prompt (module doc)."""
+    messages = body["messages"]
+    conversation, turn = _turn_of(messages[-1]["content"])
+    context = " ".join(str(m.get("content") or "") for m in messages[:-1])
+    saw = turn > 1 and code_word(conversation, turn - 1) in context
+    words = reply_text(conversation, turn, saw).split(" ")
+    chunks = [w + " " for w in words[:-1]] + [words[-1]]
+    return Reply(chunks=chunks, first_token_delay_s=delay_s)
+
+
+class ScriptServer(ScriptedOpenAIServer):
+    """A scripted server whose reply is built from the request it answers (the handler
+    records a request and takes its reply in the same thread: a thread-local links them)."""
+
+    def __init__(self, build: Any, delay_s: float = 0.0) -> None:
+        super().__init__()
+        self._httpd.socket.listen(128)  # many clients at once (socketserver's is 5)
+        self._build = build
+        self._delay_s = delay_s
+        self._local = threading.local()
+
+    def _record(self, request: RecordedRequest) -> None:
+        super()._record(request)
+        self._local.request = request
+
+    def _next_reply(self) -> Reply:
+        request: RecordedRequest = self._local.request
+        return self._build(request.body, self._delay_s)
+
+
+def _chroma_alive(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+    try:
+        conn.request("GET", "/api/v2/heartbeat")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def chroma_server(data: Path) -> Iterator[int]:
+    """``chroma run`` (the CLI next to this interpreter) on a free loopback port."""
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("chroma")), "run", "--path", str(data / "db")]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "NO_COLOR": "1"}
+    data.mkdir(parents=True, exist_ok=True)
+    with (data / "chroma.log").open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _chroma_alive(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (data / "chroma.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"chroma server did not start:\n{tail}")
+            time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class AppProcesses:
+    """N ``python -m backend serve`` processes sharing one database and one Chroma."""
+
+    base: Path
+    count: int
+    database_url: str
+    chroma_port: int
+    chat_url: str
+    hippocampus_url: str
+    api_keys: dict[str, str]
+    ports: list[int] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def config(self, n: int, port: int) -> Path:
+        config = {
+            "chat": {"provider": "openai", "base_url": self.chat_url, "model": "scripted"},
+            "hippocampus": {
+                "provider": "openai", "base_url": self.hippocampus_url, "model": "scripted",
+            },
+            "storage": {
+                "data_dir": str(self.base / f"app{n}"),  # each process its own (outbox)
+                "chroma_url": f"http://127.0.0.1:{self.chroma_port}",
+                "database_url": self.database_url,
+            },
+            "server": {"port": port, "personas_dir": str(REPO / "personas"),
+                       "api_keys": self.api_keys},
+        }  # fmt: skip
+        path = self.base / f"config{n}.json"
+        path.write_text(json.dumps(config))
+        return path
+
+    def start(self) -> AppProcesses:
+        self.base.mkdir(parents=True, exist_ok=True)
+        for n in range(self.count):
+            port = free_port()
+            log = (self.base / f"app{n}.log").open("wb")
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "backend", "--config", str(self.config(n, port)),
+                     "serve"],
+                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                )
+            )  # fmt: skip
+            log.close()
+            self.ports.append(port)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for n, port in enumerate(self.ports):
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if self.procs[n].poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    tail = (self.base / f"app{n}.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"app process {n} did not start:\n{tail}")
+                time.sleep(0.2)
+        return self
+
+    def url(self, n: int) -> str:
+        return f"http://127.0.0.1:{self.ports[n]}"
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
