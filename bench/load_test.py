@@ -2,10 +2,15 @@
 
     python -m bench.load_test [--sessions 50] [--turns 10] [--ttft-ms 100]
                               [--hippo-ms 50] [--timeout-s 300]
+                              [--store memory|chroma] [--embedder bow|minilm]
 
 The app runs in this process (``tests/web/harness.AppHarness``: uvicorn on a loopback
-port in a thread, in-memory vector store, bag-of-words embedder, SQLite session store in
-a temp dir) with scripted OpenAI-compatible upstreams for the chat and hippocampus roles.
+port in a thread, SQLite session store in a temp dir) with scripted OpenAI-compatible
+upstreams for the chat and hippocampus roles. The long-term store and the embedder are
+``--store memory`` (the in-memory reference store, the default) or ``--store chroma``
+(``ChromaVectorStore.persistent`` in the temp dir, what the app uses by default), and
+``--embedder bow`` (a bag-of-words test embedder, the default) or ``--embedder minilm``
+(the local MiniLM ONNX model the app uses by default).
 ``--sessions`` clients (asyncio + ``httpx.AsyncClient``) run at once; each is its own
 user (one API key per session, so one memory namespace per session) and sends
 ``--turns`` streaming ``POST /v1/chat/completions`` one after the other in one session.
@@ -295,6 +300,21 @@ def check_isolation(
     return not problems, problems
 
 
+def build_components(args: argparse.Namespace, tmp: Path) -> tuple[Any, Any]:
+    """The store and embedder the options ask for; ``None`` lets the harness pick its own
+    (in-memory store, bag-of-words embedder)."""
+    store = embedder = None
+    if args.store == "chroma":
+        from backend.stores.chroma_store import ChromaVectorStore
+
+        store = ChromaVectorStore.persistent(tmp / "chroma")
+    if args.embedder == "minilm":
+        from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+
+        embedder = LocalMiniLMEmbedder()
+    return store, embedder
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     n = args.sessions
     results = [
@@ -309,12 +329,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rss_start = memory_kib()
     with tempfile.TemporaryDirectory(prefix="lm-load-") as tmp:
         config = {"server": {"api_keys": {s.key: s.user for s in results}}}
-        h = AppHarness(Path(tmp), config=config)
+        store, embedder = build_components(args, Path(tmp))
+        h = AppHarness(Path(tmp), config=config, store=store, embedder=embedder)
         for unused in (h.chat, h.hippocampus):  # never started: replaced by echoing ones
             unused._httpd.server_close()
         h.chat = EchoServer(chat_reply(args.ttft_ms / 1e3))
         h.hippocampus = EchoServer(hippocampus_reply(args.hippo_ms / 1e3))
         with h:
+            kinds = (
+                type(h.services.store).__name__,
+                str(getattr(h.services.embedder, "model", "")),
+            )
             rss_ready = memory_kib()
             started = time.perf_counter()
             asyncio.run(_load(h.base_url, results, args.turns, args.timeout_s))
@@ -328,6 +353,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     turns_done = sum(s.turns_done for s in results)
     ttft_ms = args.ttft_ms
     return {
+        "store_kind": kinds[0],
+        "embedder_model": kinds[1],
         "sessions": n,
         "turns": args.turns,
         "turns_done": turns_done,
@@ -352,6 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(r: dict[str, Any], args: argparse.Namespace) -> str:
     rows = [
+        ("store / embedder", f"{r['store_kind']} / {r['embedder_model']}"),
         ("sessions x turns", f"{r['sessions']} x {r['turns']}"),
         ("turns completed", f"{r['turns_done']} / {r['turns_expected']}"),
         ("errors", str(r["errors"])),
@@ -383,6 +411,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ttft-ms", type=float, default=100.0)
     parser.add_argument("--hippo-ms", type=float, default=50.0)
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--store", choices=("memory", "chroma"), default="memory")
+    parser.add_argument("--embedder", choices=("bow", "minilm"), default="bow")
     return parser.parse_args(argv)
 
 

@@ -20,3 +20,15 @@ def test_load_test_small_run_has_no_errors_and_keeps_sessions_apart(
     out = capsys.readouterr().out
     assert "| isolation check | passed |" in out
     assert "command: python -m bench.load_test --sessions 5 --turns 3" in out
+
+
+@pytest.mark.slow
+def test_load_test_with_persistent_chroma_and_minilm(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--sessions", "3", "--turns", "2", "--store", "chroma", "--embedder", "minilm"]
+    result = load_test.main([*argv, "--timeout-s", "120"])
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["turns_done"] == 6
+    assert result["isolation_ok"], result["isolation_problems"]
+    assert result["store_kind"] == "ChromaVectorStore"
+    assert result["embedder_model"].startswith("all-MiniLM-L6-v2")
+    assert "| store / embedder | ChromaVectorStore / all-MiniLM" in capsys.readouterr().out
