@@ -44,7 +44,7 @@ from backend.hippocampus import (
 from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
 from backend.memory.types import Emotion, Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
-from backend.stores.long_term import Activation, LongTermMemory, WriteOutcome
+from backend.stores.long_term import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
 from backend.stores.session_locks import LockHandle
 from backend.stores.sessions import Session, SessionStore
 
@@ -253,6 +253,9 @@ class TurnEngine:
 
     async def begin(self, request: TurnRequest) -> Turn:
         """Persist the user message, start the hippocampus, wait for activation only."""
+        # The query embedding needs only the text: it runs while the session I/O and the
+        # locks below do, instead of after them (it is on the TTFT path).
+        query_embedding = self.long_term.start_query_embedding(request.text)
         session, created = await self.open_session(request)
         persona = self.personas.get(session.persona_id) or self.personas.default
         lock = self._lock(session.id)
@@ -272,7 +275,9 @@ class TurnEngine:
         try:
             # A reply left pending by a process that died mid-turn is now known dead.
             await asyncio.to_thread(self.sessions.mark_incomplete_pending, session.id)
-            return await self._begin_locked(request, session, persona, created, release)
+            return await self._begin_locked(
+                request, session, persona, created, release, query_embedding
+            )
         except BaseException:
             release()
             raise
@@ -290,10 +295,9 @@ class TurnEngine:
         persona: Persona,
         created: bool,
         release: Callable[[], None],
+        query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
         turn_id = uuid.uuid4().hex
-        # The query embedding needs only the text: it runs while the session I/O below does.
-        query_embedding = self.long_term.start_query_embedding(request.text)
         state = await self._load_state(session.id)
         if created and request.history:
             state = await self._seed(session.id, state, request.history)
