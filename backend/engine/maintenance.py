@@ -3,8 +3,9 @@
 The app runs ``maintenance_loop`` in its lifespan (memory-model.md: "A decay pass
 (scheduled by the app, not by callers)"). With several app processes on one session
 database, each pass runs in one process only: the loop claims it in the database first
-(``backend.stores.cluster_jobs``). Failure policy: a failing pass is logged and retried
-at the next interval; it never stops the app.
+(``backend.stores.cluster_jobs``), and prunes the change log the processes' lexical
+indexes follow (``backend.stores.change_feed``). Failure policy: a failing pass is logged
+and retried at the next interval; it never stops the app.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from backend.stores.change_feed import ChangeFeed
 from backend.stores.cluster_jobs import claim_job
 from backend.stores.long_term import LongTermMemory
 from backend.stores.session_db import SessionDatabase
@@ -79,6 +81,8 @@ async def maintenance_loop(
             )
             if due:
                 report = await asyncio.to_thread(run_maintenance, long_term)
+                if jobs is not None:  # the cluster's change log (change_feed.py)
+                    await asyncio.to_thread(ChangeFeed(jobs).prune)
                 log.info(
                     "maintenance: %d namespaces, %d faded, %d backfilled",
                     report.namespaces,
