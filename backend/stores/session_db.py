@@ -57,7 +57,7 @@ def sqlalchemy_url(url: str) -> str:
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for logs and error messages)."""
     try:
-        return make_url(sqlalchemy_url(url)).render_as_string(hide_password=True)
+        return make_url(url).render_as_string(hide_password=True)  # parsing needs no driver
     except ArgumentError:
         return "<an unparseable database URL>"
 
