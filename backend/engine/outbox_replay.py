@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 IDLE_S = 2.0  # how often an empty queue is looked at: one indexed SELECT
 MIN_BACKOFF_S = 1.0
-MAX_BACKOFF_S = 15.0  # a store back up is noticed within this (plus one pass)
+# A store back up is noticed within this (plus one pass); each attempt while it is down
+# costs one refused connection (or one client timeout in a thread, for a hung server).
+MAX_BACKOFF_S = 5.0
 PASS_LIMIT = 50  # entries per pass, so that one pass stays short
 OUTAGE = "store unavailable: queued for replay"
 BEHIND = "queued behind earlier writes waiting for the store"

@@ -22,7 +22,7 @@ import httpx
 from tests.llm.scripted_server import Reply
 from tests.web.harness import REPO, free_port
 
-WAIT_S = 90.0  # bound on every wait for the app or the replay (the replay backs off to 15 s)
+WAIT_S = 90.0  # bound on every wait for the app or the replay (the replay backs off to 5 s)
 
 
 def hippocampus_reply(fact: str) -> Reply:
