@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import load_settings
+from backend.config import Settings, load_settings
 from backend.engine.services import MIN_FREE_BYTES, StartupError, build_services
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
 from tests.web.app_process import AppProcess, hippocampus_reply
@@ -70,7 +70,7 @@ def fill(disk: Path, leave_bytes: int = 0) -> Path:
     return filler
 
 
-def _settings(tmp_path: Path, data_dir: Path) -> object:
+def _settings(tmp_path: Path, data_dir: Path) -> Settings:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"storage": {"data_dir": str(data_dir)}}))
     return load_settings(config, env={})
@@ -81,7 +81,7 @@ def test_full_disk_stops_start_with_a_clear_message(tmp_path: Path, small_disk: 
     data.mkdir()
     fill(small_disk)
     with pytest.raises(StartupError, match=r"the disk holding .* is full"):
-        build_services(_settings(tmp_path, data))  # type: ignore[arg-type]
+        build_services(_settings(tmp_path, data))
     assert list(data.iterdir()) == []  # no database, no store, no probe left behind
 
 
@@ -92,7 +92,7 @@ def test_nearly_full_disk_stops_start_with_a_clear_message(
     data.mkdir()
     fill(small_disk, leave_bytes=MIN_FREE_BYTES // 4)
     with pytest.raises(StartupError, match=r"only \d+\.\d MiB free on the disk holding"):
-        build_services(_settings(tmp_path, data))  # type: ignore[arg-type]
+        build_services(_settings(tmp_path, data))
     assert list(data.iterdir()) == []
 
 
@@ -109,7 +109,7 @@ def test_enospc_on_the_write_probe_stops_start(
     monkeypatch.setattr(os, "fsync", full)
     data = tmp_path / "data"
     with pytest.raises(StartupError, match=r"the disk holding .* is full"):
-        build_services(_settings(tmp_path, data))  # type: ignore[arg-type]
+        build_services(_settings(tmp_path, data))
     assert list(data.iterdir()) == []
 
 
