@@ -3,10 +3,10 @@
 Both go through SQLAlchemy Core's synchronous engine; the SQL the stores run is portable
 between the two except where ``Dialect`` says otherwise.
 
-- SQLite: one connection (``StaticPool``) guarded by an ``RLock``, as the store had
-  before SQLAlchemy: the engine calls the sync API through ``asyncio.to_thread``, so
-  calls come from a pool of threads and are serialised here. WAL journal,
-  ``synchronous=NORMAL``, foreign keys on; a write transaction starts with
+- SQLite: one connection (``StaticPool``, kept checked out) guarded by an ``RLock``, as
+  the store had before SQLAlchemy: the engine calls the sync API through
+  ``asyncio.to_thread``, so calls come from a pool of threads and are serialised here.
+  WAL journal, ``synchronous=NORMAL``, foreign keys on; a write transaction starts with
   ``BEGIN IMMEDIATE`` (the writer lock up front, so two writers never deadlock).
 - PostgreSQL: a pool of psycopg (v3) connections, no process-wide lock (the server
   serialises what must be serialised; ``FOR UPDATE`` where the stores need it).
@@ -91,11 +91,15 @@ class SessionDatabase:
             contextlib.nullcontext() if self.postgres else threading.RLock()
         )
         self._immediate = False
+        self._held: Connection | None = None
         self.journal_mode = "n/a"  # SQLite's, read when the connection opens
         try:
             self.engine = self._pg_engine() if self.postgres else self._sqlite_engine()
             with self.engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
+            # SQLite: its one connection stays checked out (a checkout per call would
+            # double the cost of the store's small queries).
+            self._held = None if self.postgres else self.engine.connect()
         except (SQLAlchemyError, OSError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
             if self.postgres:
@@ -134,27 +138,41 @@ class SessionDatabase:
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if self._immediate else "BEGIN")
+            # Reads are single statements: SQLite's autocommit reads them consistently,
+            # without a BEGIN round of their own.
+            if self._immediate:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """One committed transaction (rolled back on any exception)."""
+        if self._held is None:
+            with self.engine.begin() as conn:
+                yield conn
+            return
         with self._lock:
             self._immediate = True
             try:
-                with self.engine.begin() as conn:
+                with self._held.begin():
                     self._immediate = False
-                    yield conn
+                    yield self._held
             finally:
                 self._immediate = False
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection]:
-        """A connection for reads (its transaction is rolled back when it is returned)."""
-        with self._lock, self.engine.connect() as conn:
-            yield conn
+        """A connection for reads (its transaction is rolled back afterwards)."""
+        if self._held is None:
+            with self.engine.connect() as conn:
+                yield conn
+            return
+        with self._lock:
+            try:
+                yield self._held
+            finally:
+                self._held.rollback()
 
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row[Any]]:
         with self.connection() as conn:
@@ -162,4 +180,7 @@ class SessionDatabase:
 
     def close(self) -> None:
         with self._lock:
+            if self._held is not None:
+                self._held.close()
+                self._held = None
             self.engine.dispose()
