@@ -1,13 +1,15 @@
 """A Chroma server down and back under the real app: what is answered, queued and lost.
 
-    python -m bench.chroma_outage [--turns 5] [--outage-s 20]
+    python -m bench.chroma_outage [--turns 5] [--outage-s 20] [--hang]
 
 The app runs as its own process (``tests/web/app_process.AppProcess``) with
 ``storage.chroma_url`` pointing at a real ``chroma run`` server on loopback, the local
 MiniLM embedder and scripted upstreams; each turn's hippocampus proposes one distinct
 fact. One turn with the server up, then the server is stopped (connections refused)
 and ``--turns`` turns are sent; after ``--outage-s`` seconds in all the server is
-started again on the same port and data directory, and the bench waits until
+started again on the same port and data directory (``--hang``: the server is paused
+with SIGSTOP instead, a hung server whose socket still accepts connections, and
+resumed with SIGCONT), and the bench waits until
 ``/healthz`` reports the store up with nothing queued. Then it counts the memories:
 every fact proposed should be stored exactly once.
 
@@ -53,7 +55,7 @@ def fact(index: int) -> str:
     return FACTS[index]
 
 
-def run(turns: int, outage_s: float) -> dict[str, Any]:
+def run(turns: int, outage_s: float, hang: bool = False) -> dict[str, Any]:
     proposed: list[str] = []
     with (
         tempfile.TemporaryDirectory(prefix="lm-chroma-outage-") as tmp,
@@ -86,9 +88,12 @@ def run(turns: int, outage_s: float) -> dict[str, Any]:
                 return session, report, took
 
             session, _report, before_s = turn(None, 0)
-            chroma.stop()
+            if hang:
+                chroma.pause()
+            else:
+                chroma.stop()
             down_at = time.monotonic()
-            during: list[float] = []
+            during: list[float] = []  # response times of the turns while down, in order
             queued = answered = 0
             for index in range(1, turns + 1):
                 session, report, took = turn(session, index)
@@ -97,7 +102,10 @@ def run(turns: int, outage_s: float) -> dict[str, Any]:
                 during.append(took)
             health_down = app.health()
             time.sleep(max(0.0, outage_s - (time.monotonic() - down_at)))
-            chroma.start()
+            if hang:
+                chroma.resume()
+            else:
+                chroma.start()
             back_at = time.monotonic()
             app.wait(lambda: app.health()["dependencies"]["vector_store"].get("queued") == 0
                      and app.health()["dependencies"]["vector_store"]["ok"])  # fmt: skip
@@ -108,10 +116,12 @@ def run(turns: int, outage_s: float) -> dict[str, Any]:
             app.client.close()
             chroma.stop()
     return {
+        "mode": "hung (SIGSTOP)" if hang else "down (stopped)",
         "turns": turns,
         "answered": answered,
         "before_s": before_s,
         "max_during_s": max(during),
+        "during_s": during,
         "queued": queued,
         "health_down": health_down["status"],
         "store_ok_down": health_down["dependencies"]["vector_store"]["ok"],
@@ -126,11 +136,13 @@ def run(turns: int, outage_s: float) -> dict[str, Any]:
 
 def table(r: dict[str, Any]) -> str:
     rows = [
+        ("server", r["mode"]),
         ("turns while down: answered / sent", f"{r['answered']} / {r['turns']}"),
         (
             "response time (non-streaming) before / slowest while down",
             f"{r['before_s'] * 1e3:.0f} ms / {r['max_during_s'] * 1e3:.0f} ms",
         ),
+        ("each response while down", " / ".join(f"{t * 1e3:.0f}" for t in r["during_s"]) + " ms"),
         ("/healthz while down", f"{r['health_down']} (vector_store ok: {r['store_ok_down']})"),
         ("writes queued", str(r["queued"])),
         ("outage length", f"{r['outage_s']:.1f} s"),
@@ -147,8 +159,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.chroma_outage", description=__doc__)
     parser.add_argument("--turns", type=int, default=5, choices=range(1, len(FACTS)), metavar="N")
     parser.add_argument("--outage-s", type=float, default=20.0)
+    parser.add_argument(
+        "--hang", action="store_true", help="SIGSTOP the server (hung) instead of stopping it"
+    )
     args = parser.parse_args(argv)
-    result = run(args.turns, min(max(args.outage_s, 0.0), 300.0))
+    result = run(args.turns, min(max(args.outage_s, 0.0), 300.0), args.hang)
     print(table(result))
     print()
     print(command_line("bench.chroma_outage", argv))

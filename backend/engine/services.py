@@ -134,16 +134,17 @@ def build_store(settings: Settings) -> VectorStore:
 
     url = settings.storage.chroma_url
     if url:
-        from backend.stores.lazy_store import LazyVectorStore
+        from backend.stores.lazy_store import LazyVectorStore, http_heartbeat
 
         parts = urlsplit(url)
-        # Lazy: a server that is down at start is retried on use instead of stopping the app.
+        host, https = parts.hostname or "127.0.0.1", parts.scheme == "https"
+        port = parts.port or (443 if https else 8000)
+        authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # IPv6 in brackets
+        # Lazy: a server down at start is retried on use instead of stopping the app; and
+        # while it is down (or hung) calls fail fast until its heartbeat answers again.
         return LazyVectorStore(
-            lambda: ChromaVectorStore.http(
-                parts.hostname or "127.0.0.1",
-                parts.port or (443 if parts.scheme == "https" else 8000),
-                ssl=parts.scheme == "https",
-            )
+            lambda: ChromaVectorStore.http(host, port, ssl=https),
+            probe=http_heartbeat(f"{parts.scheme}://{authority}/api/v2/heartbeat"),
         )
     return ChromaVectorStore.persistent(settings.storage.data_dir / "chroma")
 

@@ -57,7 +57,7 @@ def test_attempts_are_spaced_by_retry_s() -> None:
     lazy = LazyVectorStore(factory, retry_s=3600.0)
     assert factory.calls == 1
     for _ in range(3):
-        with pytest.raises(VectorStoreUnavailable, match="not connected"):
+        with pytest.raises(VectorStoreUnavailable, match="vector store down"):
             lazy.count(NS)
     assert factory.calls == 1  # no new attempt within retry_s
 
@@ -68,3 +68,49 @@ def test_other_errors_are_not_retried_quietly() -> None:
 
     with pytest.raises(ValueError, match="incompatible"):
         LazyVectorStore(broken)
+
+
+class Outage(InMemoryVectorStore):
+    """The reference store whose server can go away; counts the calls that reach it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.calls = 0
+
+    def count(self, ns: Namespace, **kwargs: object) -> int:  # type: ignore[override]
+        self.calls += 1
+        if self.down:
+            raise VectorStoreUnavailable("timed out")
+        return super().count(ns, **kwargs)  # type: ignore[arg-type]
+
+
+def test_after_an_outage_calls_fail_fast_until_the_probe_passes() -> None:
+    inner = Outage()
+    heartbeat = {"ok": True, "calls": 0}
+
+    def probe() -> None:
+        heartbeat["calls"] += 1
+        if not heartbeat["ok"]:
+            raise VectorStoreUnavailable("heartbeat timed out")
+
+    lazy = LazyVectorStore(lambda: inner, probe=probe, retry_s=3600.0)
+    assert lazy.count(NS) == 0 and not lazy.down
+    inner.down, heartbeat["ok"] = True, False
+    with pytest.raises(VectorStoreUnavailable, match="timed out"):
+        lazy.count(NS)  # the one call that waits for the hung server
+    assert lazy.down
+    for _ in range(5):
+        with pytest.raises(VectorStoreUnavailable, match="vector store down"):
+            lazy.count(NS)
+    assert inner.calls == 2 and heartbeat["calls"] == 0  # failed fast, nothing was sent
+
+    lazy = LazyVectorStore(lambda: inner, probe=probe, retry_s=0.0)  # checks on every call
+    with pytest.raises(VectorStoreUnavailable, match="timed out"):
+        lazy.count(NS)
+    inner.down = False  # the server is back, but its heartbeat does not answer yet
+    with pytest.raises(VectorStoreUnavailable, match="heartbeat"):
+        lazy.count(NS)
+    assert heartbeat["calls"] == 1 and lazy.down
+    heartbeat["ok"] = True
+    assert lazy.count(NS) == 0 and not lazy.down  # the probe passed: calls go through

@@ -66,6 +66,7 @@ class ChromaServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused one cannot act on SIGTERM
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
@@ -73,6 +74,15 @@ class ChromaServer:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: a hung server, whose socket still accepts connections."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     @property
     def url(self) -> str:

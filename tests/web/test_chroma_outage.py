@@ -96,3 +96,31 @@ def test_chroma_down_and_back_loses_no_memory(
     chroma.start()
     app.wait(lambda: app.health()["dependencies"]["vector_store"].get("queued") == 0)
     assert app.memories() == sorted(FACTS)
+
+
+def test_hung_chroma_fails_fast_and_loses_no_memory(
+    rig: tuple[ChromaServer, AppProcess, ScriptedOpenAIServer],
+) -> None:
+    """A paused server (SIGSTOP: its socket accepts, nothing answers). The first store call
+    waits for the client's timeout; after that the store counts as down and calls fail at
+    once (the reports say ``vector store down``) until its heartbeat answers again."""
+    chroma, app, hippocampus = rig
+    chroma.start()
+    app.start()
+    hippocampus.enqueue(hippocampus_reply(FACTS[0]))
+    session, _ = app.turn(None, "My sister Mei lives in Osaka.")
+    chroma.pause()
+    degraded = []
+    for index in (1, 2, 3):
+        hippocampus.enqueue(hippocampus_reply(FACTS[index]))
+        _, report = app.turn(session, f"Something about me, number {index}.")
+        assert [q["content"] for q in report["queued"]] == [FACTS[index]]
+        degraded.append(report["activation"]["degraded"])
+    assert all(d.startswith("store unavailable") for d in degraded)
+    assert "vector store down" in degraded[-1]  # failed fast, not another timeout
+    assert app.health()["dependencies"]["vector_store"]["ok"] is False
+    chroma.resume()
+    app.wait(lambda: app.health()["dependencies"]["vector_store"] == {
+        "ok": True, "kind": "LazyVectorStore", "queued": 0, "parked": 0,
+    })  # fmt: skip
+    assert app.memories() == sorted(FACTS[:4])
