@@ -39,6 +39,7 @@ MIN_BACKOFF_S = 1.0
 # costs one refused connection (or one client timeout in a thread, for a hung server).
 MAX_BACKOFF_S = 5.0
 PASS_LIMIT = 50  # entries per pass, so that one pass stays short
+STOP_WAIT_S = 10.0  # at shutdown, how long a pass in flight may take to finish
 OUTAGE = "store unavailable: queued for replay"
 BEHIND = "queued behind earlier writes waiting for the store"
 
@@ -164,13 +165,24 @@ async def outbox_loop(
     min_backoff_s: float = MIN_BACKOFF_S,
     max_backoff_s: float = MAX_BACKOFF_S,
 ) -> None:
-    """Replay the outbox from start-up until cancelled; back off while the store is down."""
+    """Replay the outbox from start-up until cancelled; back off while the store is down.
+
+    Cancelling waits (up to ``STOP_WAIT_S``) for the pass in flight: await the task after
+    cancelling it, before closing the store and the outbox.
+    """
     if long_term.outbox is None:
         return
     backoff = min_backoff_s
     while True:
+        running = asyncio.ensure_future(asyncio.to_thread(replay_once, long_term))
         try:
-            report = await asyncio.to_thread(replay_once, long_term)
+            report = await asyncio.shield(running)
+        except asyncio.CancelledError:
+            # Stopping: let the pass in flight finish before the store and the outbox are
+            # closed under it (a write failing on a closed client would count as an
+            # attempt against a good entry). Bounded: a pass is at most PASS_LIMIT entries.
+            await asyncio.wait([running], timeout=STOP_WAIT_S)
+            raise
         except Exception:  # never let the loop die: the queue would stop draining
             log.exception("outbox replay pass failed")
             report = ReplayReport(stopped="crashed")

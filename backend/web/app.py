@@ -104,6 +104,7 @@ def create_app(
         finally:
             maintenance.cancel()
             replay.cancel()
+            await asyncio.gather(replay, return_exceptions=True)  # its pass in flight ends
             if owned:
                 await app.state.services.aclose()
             else:
