@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 RESET = "*"  # a change that means "reload the whole namespace" (it was dropped)
 # Changes are kept this long: a process idle for longer reloads a namespace whole.
 PRUNE_AFTER_S = 7 * 24 * 3600.0
+# Own generations remembered per namespace (forgotten ones are merely re-read).
+MAX_OWN = 10_000
 
 
 class ChangeFeed:
@@ -88,7 +90,10 @@ class ChangeFeed:
                     rows,
                 )
         with self._guard:
-            self._own.setdefault(ns.key, set()).add(generation)
+            own = self._own.setdefault(ns.key, set())
+            own.add(generation)
+            if len(own) > MAX_OWN:  # a namespace written here but never activated
+                own.difference_update(sorted(own)[: MAX_OWN // 2])  # re-read, harmless
         return generation
 
     def generation(self, ns: Namespace) -> int:

@@ -9,6 +9,7 @@ locks do (they are per connection).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -18,6 +19,7 @@ import pytest
 
 from backend.clock import FixedClock
 from backend.engine.maintenance import maintenance_loop
+from backend.engine.session_order import acquire_session
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.llm.fake import FakeChatModel
 from backend.memory.types import ActivationPolicy, Candidate, Namespace
@@ -219,3 +221,27 @@ async def test_maintenance_runs_once_per_cluster(
     for store in stores:
         store.close()
     assert len(ran) == 1  # three processes, one pass per interval (an hour)
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_wait_never_keeps_the_lock(postgres_url: str) -> None:
+    clock = FixedClock(T0)
+    with SessionStore(postgres_url, clock) as a, SessionStore(postgres_url, clock) as b:
+        held = a.locks.try_acquire("s1")
+        assert held is not None
+        waiter = asyncio.ensure_future(acquire_session(b.locks, "s1"))
+        await asyncio.sleep(0.1)  # polling: A holds it
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        a.locks.release(held)
+        for _ in range(10):  # cancelled while an attempt that succeeds is in its thread
+            task = asyncio.ensure_future(acquire_session(b.locks, "s1"))
+            await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                b.locks.release(await task)  # it finished first
+        await asyncio.sleep(0.3)  # late attempts hand their lock back
+        again = a.locks.try_acquire("s1")
+        assert again is not None
+        a.locks.release(again)
