@@ -268,3 +268,21 @@ def test_client_leaving_mid_stream_does_not_lock_the_session(h: AppHarness) -> N
         ("user", "complete"),
         ("assistant", "complete"),
     ]
+
+
+def test_stream_asks_proxies_not_to_buffer(h: AppHarness) -> None:
+    # docs/deployment.md: nginx passes tokens on at once when the response says so.
+    with httpx.stream(
+        "POST",
+        h.base_url + "/v1/chat/completions",
+        json={
+            "model": "companion",
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["x-accel-buffering"] == "no"
+        assert response.headers["cache-control"] == "no-store"
+        assert sse_lines(response)[-1] == "data: [DONE]"
