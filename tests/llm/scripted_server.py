@@ -94,6 +94,7 @@ class ScriptedOpenAIServer:
         default: Reply | None = None,
         models: Sequence[str] = ("scripted-model",),
         host: str = "127.0.0.1",
+        port: int = 0,  # 0: any free port; a fixed one brings a stopped upstream back
     ) -> None:
         self.default = default or Reply()
         self.models = list(models)
@@ -102,7 +103,7 @@ class ScriptedOpenAIServer:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = _Server((host, 0), _Handler)
+        self._httpd = _Server((host, port), _Handler)
         self._httpd.scripted = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

@@ -51,8 +51,10 @@ class AppHarness:
         config: dict[str, Any] | None = None,
         store: VectorStore | None = None,
         embedder: Any = None,
+        chat_timeout: float = 5.0,
     ) -> None:
         self.tmp_path = tmp_path
+        self.chat_timeout = chat_timeout
         self.config = config or {}
         self._store = store
         self._embedder = embedder
@@ -93,7 +95,7 @@ class AppHarness:
             base_url=self.chat.base_url,
             model="scripted",
             api_key="upstream-secret",
-            timeout=5,
+            timeout=self.chat_timeout,
             max_retries=0,
         )
         hippocampus = OpenAICompatChatModel(
