@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from backend.memory.types import CATEGORIES, Candidate, Memory, Namespace
+from backend.storable_text import storable
 from backend.stores.long_term import LongTermMemory, WriteOutcome
 
 MAX_TOOL_ROUNDS = 3  # tool rounds per turn before the model must answer in text
@@ -100,7 +101,7 @@ class MemoryTools:
 
     def store(self, args: _StoreArgs) -> dict[str, Any]:
         candidate = Candidate(
-            content=args.content,
+            content=storable(args.content),  # a model's text: NUL/lone surrogates replaced
             category=args.category,
             importance=args.importance,
             confidence=0.9,  # the model chose to store it explicitly

@@ -16,7 +16,8 @@ Failure policy: a database that cannot be opened, or whose schema is newer than 
 code, raises at start (``SessionStoreError``). Calls about a session that does not exist
 raise ``SessionNotFound``; reads scoped by user return ``None`` / nothing instead, so a
 user never learns whether another user's session exists. Database errors propagate
-(SQLAlchemy exceptions).
+(SQLAlchemy exceptions). Text a backend cannot hold (NUL, unpaired surrogates, e.g. in a
+model's reply) is stored with U+FFFD in their place (``backend.storable_text``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 
 from backend.clock import Clock
+from backend.storable_text import storable
 from backend.stores.session_db import SessionDatabase, SessionStoreError
 from backend.stores.session_locks import SessionLocks, session_locks
 from backend.stores.session_schema import SCHEMA_VERSION, migrate, schema_version
@@ -246,7 +248,8 @@ class SessionStore:
                     "UPDATE sessions SET title = :title, updated_at = :now"
                     " WHERE id = :id AND user_id = :user"
                 ),
-                {"title": title, "now": _stamp(self._clock.now()), "id": session_id,
+                {"title": None if title is None else storable(title),
+                 "now": _stamp(self._clock.now()), "id": session_id,
                  "user": user_id},
             )  # fmt: skip
         return self.get_session(session_id, user_id)
@@ -278,6 +281,7 @@ class SessionStore:
         """
         _check(role, ROLES, "role")
         _check(status, STATUSES, "status")
+        content = storable(content)
         now = _stamp(self._clock.now())
         # PostgreSQL: the session row's lock serialises appends, so seq stays unique
         # (SQLite's BEGIN IMMEDIATE already serialises every writer).
@@ -315,6 +319,7 @@ class SessionStore:
 
     def save_partial(self, message_id: int, content: str) -> None:
         """Checkpoint a pending reply's text so far (kept if the process dies)."""
+        content = storable(content)
         with self.db.write() as db:
             db.execute(
                 text("UPDATE messages SET content = :c WHERE id = :id AND status = 'pending'"),
@@ -329,6 +334,7 @@ class SessionStore:
         message is not pending (it was already finalised).
         """
         _check(status, ("complete", "incomplete"), "a final status")
+        content, error = storable(content), None if error is None else storable(error)
         select = text(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = :id")
         with self.db.write() as db:
             row = db.execute(select, {"id": message_id}).first()
@@ -407,9 +413,11 @@ class SessionStore:
         if not all(isinstance(item, dict) for item in items):
             raise TypeError("short_term must be a list of dicts")
         params = {
-            "bg": background,
-            "st": json.dumps(items, ensure_ascii=False),
-            "emo": None if user_emotion is None else json.dumps(user_emotion, ensure_ascii=False),
+            "bg": storable(background),
+            "st": storable(json.dumps(items, ensure_ascii=False)),
+            "emo": None
+            if user_emotion is None
+            else storable(json.dumps(user_emotion, ensure_ascii=False)),
             "now": _stamp(self._clock.now()),
             "id": session_id,
         }
@@ -441,7 +449,7 @@ class SessionStore:
 
     def save_turn_report(self, session_id: str, turn_id: str, report: dict[str, Any]) -> None:
         """Store (or replace) the memory report of one turn. Raises ``SessionNotFound``."""
-        body = json.dumps(report, ensure_ascii=False, default=str)
+        body = storable(json.dumps(report, ensure_ascii=False, default=str))
         try:
             with self.db.write() as db:
                 db.execute(

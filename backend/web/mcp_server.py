@@ -41,6 +41,7 @@ from starlette.types import Receive, Scope, Send
 
 from backend.memory.types import CATEGORIES, Candidate, Namespace
 from backend.personas import UnknownPersona
+from backend.storable_text import unstorable_reason
 from backend.stores.long_term import LongTermMemory
 from backend.web.deps import user_for_authorization
 from backend.web.errors import error_body
@@ -126,6 +127,9 @@ def build_mcp_server(resolve: ScopeResolver) -> MCPServer:
         importance: Annotated[float, Field(ge=0, le=1)] = 0.6,
     ) -> StoreResult:
         """Remember a lasting fact about the user (the save gate may merge or reject it)."""
+        reason = unstorable_reason(content)
+        if reason is not None:
+            raise ValueError(f"content {reason}")
         scope = resolve(ctx)
         candidate = Candidate(
             content=content,

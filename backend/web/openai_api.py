@@ -22,13 +22,14 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.hippocampus import estimate_tokens
 from backend.llm.port import LLMError
 from backend.personas import UnknownPersona
+from backend.storable_text import unstorable_reason
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
 
@@ -48,6 +49,16 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _storable(cls, value: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
+        texts = [value] if isinstance(value, str) else [p.text or "" for p in value or ()]
+        for text in texts:
+            reason = unstorable_reason(text)
+            if reason is not None:
+                raise ValueError(f"the text {reason}")
+        return value
 
     def text(self) -> str:
         if isinstance(self.content, str):

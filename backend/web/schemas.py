@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from backend.config import PERSONA_ID_PATTERN
 from backend.memory.types import Memory
 from backend.personas import Persona
+from backend.storable_text import unstorable_reason
 from backend.stores.long_term import ImportReport
 from backend.stores.sessions import Message, Session, TurnReport
 
@@ -54,9 +55,17 @@ class _Body(BaseModel):
 def _content(value: str | None) -> str | None:
     if value is None:
         return None
-    value = value.strip()
+    value = storable_or_error(value).strip()
     if not value:
         raise ValueError("content must not be empty")
+    return value
+
+
+def storable_or_error(value: str) -> str:
+    """``value``, or a ``ValueError`` (a 400) when no store could hold it as sent."""
+    reason = unstorable_reason(value)
+    if reason is not None:
+        raise ValueError(f"the text {reason}")
     return value
 
 
@@ -320,7 +329,7 @@ class SessionPatch(_Body):
     @field_validator("title")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
-        return (value or "").strip() or None
+        return storable_or_error(value or "").strip() or None
 
 
 class SessionDeleted(BaseModel):

@@ -31,6 +31,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
 from backend.personas import Persona, UnknownPersona
+from backend.storable_text import unstorable_reason
 from backend.stores.sessions import Message, Session
 from backend.web.ui_support import (
     SECURITY_HEADERS,
@@ -266,6 +267,9 @@ async def send_message(
         raise UiError(400, "Write a message first.")
     if len(text) > limit:
         raise UiError(413, f"The message is longer than {limit} characters.")
+    reason = unstorable_reason(text)
+    if reason is not None:
+        raise UiError(400, f"The message {reason}.")
     session = await _session_or_404(services, session_id, auth.user)
     try:
         turn = await services.engine.begin(

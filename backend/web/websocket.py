@@ -53,6 +53,7 @@ from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.llm.port import LLMError
 from backend.personas import UnknownPersona
+from backend.storable_text import unstorable_reason
 from backend.stores.sessions import MAX_SESSION_ID
 from backend.web.deps import websocket_user
 
@@ -148,6 +149,9 @@ def parse_user_message(
         raise BadMessage("invalid_messages", "the message must end with a non-empty user message")
     if len(text) > limit:
         raise BadMessage("message_too_large", f"the message is longer than {limit} characters")
+    reason = unstorable_reason(text)
+    if reason is not None:
+        raise BadMessage("invalid_messages", f"the message {reason}")
     persona = data.get("model")
     if persona is not None and not isinstance(persona, str):
         raise BadMessage("invalid_model", "model must be a persona id")
@@ -280,7 +284,7 @@ class Connection:
                 )
             try:
                 data = json.loads(raw)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
                 raise BadMessage("invalid_json", "the message is not valid JSON") from None
             if not isinstance(data, dict):
                 raise BadMessage("invalid_message", "the message must be a JSON object")

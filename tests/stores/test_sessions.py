@@ -267,3 +267,33 @@ def test_in_memory_store(clock: FixedClock) -> None:
     with SessionStore(":memory:", clock) as store:
         store.create_session("alice", "companion", session_id="s1")
         assert store.append_message("s1", "user", "hi").seq == 1
+
+
+def test_text_no_backend_can_hold_is_stored_with_replacement_characters(
+    store: SessionStore,
+) -> None:
+    # A model's reply (or summary) may carry NUL or a lone surrogate: PostgreSQL refuses
+    # NUL, and a lone surrogate is not UTF-8. The turn must not fail on it.
+    store.create_session("alice", "companion", session_id="s1")
+    user = store.append_message("s1", "user", "hi \x00 there")
+    pending = store.append_message("s1", "assistant", "", status="pending")
+    store.save_partial(pending.id, "half \ud800")
+    done = store.finish_message(pending.id, "all \x00 \udfff done", "incomplete", "cut \x00")
+    store.save_state("s1", "bg \x00", [{"role": "user", "text": "st \ud83d"}], {"label": "x\x00"})
+    store.save_turn_report("s1", "t1", {"written": [{"content": "m \udc00"}]})
+    store.rename("s1", "alice", "title \x00")
+    assert user.content == "hi \ufffd there"
+    assert (done.content, done.error) == ("all \ufffd \ufffd done", "cut \ufffd")
+    assert [m.content for m in store.transcript("s1")] == [
+        "hi \ufffd there",
+        "all \ufffd \ufffd done",
+    ]
+    state = store.load_state("s1")
+    assert state.background == "bg \ufffd"
+    assert state.short_term == ({"role": "user", "text": "st \ufffd"},)
+    assert state.user_emotion == {"label": "x\x00"}  # JSON escapes NUL itself: kept exactly
+    assert store.turn_reports("s1")[0].report == {"written": [{"content": "m \ufffd"}]}
+    session = store.get_session("s1", "alice")
+    assert session is not None and session.title == "title \ufffd"
+    # Surrogate pairs are ordinary characters and stay as they are.
+    assert store.append_message("s1", "user", "😀 \U0001f600").content == "😀 😀"

@@ -203,6 +203,12 @@ async def test_malformed_messages_get_errors_and_the_socket_stays_usable(h: AppH
         (user_message("x" * 201), "message_too_large"),
         (user_message("hi", model="nobody"), "model_not_found"),
         (user_message("hi", conversation_id=["nope"]), "invalid_conversation_id"),  # type: ignore[arg-type]
+        (user_message("nul \x00 inside"), "invalid_messages"),
+        ('{"type": "user_message", "content": "lone \\ud800 surrogate"}', "invalid_messages"),
+        (
+            '{"type": "user_message", "content": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "invalid_json",
+        ),
     ]
     async with connect(ws_url(h)) as ws:
         for raw, code in bad:
