@@ -26,22 +26,20 @@ index as it is (activation must not fail for it).
 
 from __future__ import annotations
 
-import builtins
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
-import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from backend.memory.hybrid import CorpusStats
 from backend.memory.types import Memory, Namespace
+from backend.stores.forwarding_store import ForwardingVectorStore
 from backend.stores.lexical_index import InMemoryLexicalIndex
 from backend.stores.session_db import SessionDatabase
-from backend.stores.vector_port import DEFAULT_ITER_BATCH, DEFAULT_LIST_LIMIT, VectorStore
+from backend.stores.vector_port import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +140,11 @@ class ChangeFeed:
         return result.rowcount
 
 
-class ChangeLoggingVectorStore:
+class ChangeLoggingVectorStore(ForwardingVectorStore):
     """A ``VectorStore`` that logs each accepted write in a ``ChangeFeed``."""
 
     def __init__(self, store: VectorStore, feed: ChangeFeed) -> None:
-        self.inner = store
+        super().__init__(store)
         self.feed = feed
 
     def _log(self, ns: Namespace, ids: Sequence[str]) -> None:
@@ -169,38 +167,6 @@ class ChangeLoggingVectorStore:
     def drop_namespace(self, ns: Namespace) -> None:
         self.inner.drop_namespace(ns)
         self._log(ns, [RESET])
-
-    def get(self, ns: Namespace, ids: Sequence[str]) -> builtins.list[Memory]:
-        return self.inner.get(ns, ids)
-
-    def query(
-        self, ns: Namespace, vector: np.ndarray, n: int, *, include_superseded: bool = False
-    ) -> builtins.list[tuple[Memory, float]]:
-        return self.inner.query(ns, vector, n, include_superseded=include_superseded)
-
-    def list(self, ns: Namespace, **kwargs: Any) -> builtins.list[Memory]:
-        kwargs.setdefault("limit", DEFAULT_LIST_LIMIT)
-        return self.inner.list(ns, **kwargs)
-
-    def count(self, ns: Namespace, **kwargs: Any) -> int:
-        return self.inner.count(ns, **kwargs)
-
-    def salient(
-        self, ns: Namespace, *, since: datetime, min_importance: float, n: int
-    ) -> builtins.list[Memory]:
-        return self.inner.salient(ns, since=since, min_importance=min_importance, n=n)
-
-    def missing_vectors(self, ns: Namespace, limit: int) -> builtins.list[Memory]:
-        return self.inner.missing_vectors(ns, limit)
-
-    def iter_all(self, ns: Namespace, batch: int = DEFAULT_ITER_BATCH) -> Iterator[Memory]:
-        return self.inner.iter_all(ns, batch)
-
-    def namespaces(self) -> builtins.list[Namespace]:
-        return self.inner.namespaces()
-
-    def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. Chroma's)
-        return getattr(self.inner, name)
 
 
 class SharedLexicalIndex:

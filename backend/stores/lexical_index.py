@@ -29,20 +29,18 @@ a lexical candidate (cosine neighbours still are).
 from __future__ import annotations
 
 import bisect
-import builtins
 import heapq
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-import numpy as np
-
 from backend.memory.hybrid import CorpusStats, memory_tokens
 from backend.memory.types import Memory, Namespace
-from backend.stores.vector_port import DEFAULT_ITER_BATCH, DEFAULT_LIST_LIMIT, VectorStore
+from backend.stores.forwarding_store import ForwardingVectorStore
+from backend.stores.vector_port import VectorStore
 
 # Candidate search skips tokens held by more documents than this (their IDF is low and
 # their postings long), and stops collecting after this many postings in all.
@@ -275,7 +273,7 @@ class InMemoryLexicalIndex:
             )
 
 
-class IndexedVectorStore:
+class IndexedVectorStore(ForwardingVectorStore):
     """A ``VectorStore`` that mirrors its writes into a ``LexicalIndex`` (module doc).
 
     Every read goes straight to the wrapped store; ``upsert``, ``delete`` and
@@ -283,7 +281,7 @@ class IndexedVectorStore:
     """
 
     def __init__(self, store: VectorStore, index: LexicalIndex) -> None:
-        self.inner = store
+        super().__init__(store)
         self.index = index
 
     def upsert(self, ns: Namespace, memories: Sequence[Memory]) -> None:
@@ -298,59 +296,3 @@ class IndexedVectorStore:
     def drop_namespace(self, ns: Namespace) -> None:
         self.inner.drop_namespace(ns)
         self.index.drop_namespace(ns)
-
-    def get(self, ns: Namespace, ids: Sequence[str]) -> builtins.list[Memory]:
-        return self.inner.get(ns, ids)
-
-    def query(
-        self, ns: Namespace, vector: np.ndarray, n: int, *, include_superseded: bool = False
-    ) -> builtins.list[tuple[Memory, float]]:
-        return self.inner.query(ns, vector, n, include_superseded=include_superseded)
-
-    def list(
-        self,
-        ns: Namespace,
-        *,
-        offset: int = 0,
-        limit: int = DEFAULT_LIST_LIMIT,
-        category: str | None = None,
-        text: str | None = None,
-        include_superseded: bool = True,
-    ) -> builtins.list[Memory]:
-        return self.inner.list(
-            ns,
-            offset=offset,
-            limit=limit,
-            category=category,
-            text=text,
-            include_superseded=include_superseded,
-        )
-
-    def count(
-        self,
-        ns: Namespace,
-        *,
-        category: str | None = None,
-        text: str | None = None,
-        include_superseded: bool = True,
-    ) -> int:
-        return self.inner.count(
-            ns, category=category, text=text, include_superseded=include_superseded
-        )
-
-    def salient(
-        self, ns: Namespace, *, since: datetime, min_importance: float, n: int
-    ) -> builtins.list[Memory]:
-        return self.inner.salient(ns, since=since, min_importance=min_importance, n=n)
-
-    def missing_vectors(self, ns: Namespace, limit: int) -> builtins.list[Memory]:
-        return self.inner.missing_vectors(ns, limit)
-
-    def iter_all(self, ns: Namespace, batch: int = DEFAULT_ITER_BATCH) -> Iterator[Memory]:
-        return self.inner.iter_all(ns, batch)
-
-    def namespaces(self) -> builtins.list[Namespace]:
-        return self.inner.namespaces()
-
-    def __getattr__(self, name: str) -> Any:  # backend-specific extras (e.g. Chroma's)
-        return getattr(self.inner, name)
