@@ -21,12 +21,9 @@ reached its prompt (recalled memories or short-term): ``â€¦ saw <word>`` or ``â€
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from tests.chroma_server import ChromaServer, free_port
 from tests.llm.scripted_server import RecordedRequest, Reply, ScriptedOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,12 +50,6 @@ TEMPLATES = (
     "The user's grandmother used to sing a song called {w} (conversation {c})",
     "The user is learning a board game named {w} in conversation {c}",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def code_word(conversation: int, turn: int) -> str:
@@ -148,42 +140,11 @@ class ScriptServer(ScriptedOpenAIServer):
         return self._build(request.body, self._delay_s)
 
 
-def _chroma_alive(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
-    try:
-        conn.request("GET", "/api/v2/heartbeat")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
-
-
 @contextlib.contextmanager
 def chroma_server(data: Path) -> Iterator[int]:
     """``chroma run`` (the CLI next to this interpreter) on a free loopback port."""
-    port = free_port()
-    command = [str(Path(sys.executable).with_name("chroma")), "run", "--path", str(data / "db")]
-    command += ["--host", "127.0.0.1", "--port", str(port)]
-    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "NO_COLOR": "1"}
-    data.mkdir(parents=True, exist_ok=True)
-    with (data / "chroma.log").open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _chroma_alive(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (data / "chroma.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"chroma server did not start:\n{tail}")
-            time.sleep(0.1)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with ChromaServer(data) as server:
+        yield server.port
 
 
 @dataclass

@@ -8,13 +8,7 @@ unique namespace each (``ns``), which keeps the whole suite to seconds.
 
 from __future__ import annotations
 
-import http.client
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,27 +19,9 @@ import pytest
 from backend.memory.types import Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStore
+from tests.chroma_server import ChromaServer, free_port
 
 BACKENDS = ("memory", "chroma-persistent", "chroma-http")
-SERVER_START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on (just now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _heartbeat(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
-    try:
-        conn.request("GET", "/api/v2/heartbeat")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="session")
@@ -63,34 +39,17 @@ def no_chroma_embedding_function() -> Iterator[None]:
 
 @contextmanager
 def running_chroma_server(data: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """A ``chroma run`` child process on a free loopback port, killed on exit."""
-    executable = Path(sys.executable).with_name("chroma")
-    if not executable.exists():
-        pytest.fail(f"chroma CLI not found next to {sys.executable}")
-    port = free_port()
-    log_path = data / "server.log"
-    command = [str(executable), "run", "--path", str(data / "db")]
-    command += ["--host", "127.0.0.1", "--port", str(port)]
-    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "NO_COLOR": "1"}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    """A ``chroma run`` child process on a free loopback port, stopped on exit."""
+    server = ChromaServer(data)
     try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while not _heartbeat(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                pytest.fail(f"chroma server did not start (rc={proc.poll()}):\n{tail}")
-            time.sleep(0.1)
-        yield proc, port
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        assert server.proc is not None
+        yield server.proc, server.port
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # in case a test left it stopped
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        server.stop()
 
 
 @pytest.fixture(scope="session")

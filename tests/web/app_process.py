@@ -9,7 +9,6 @@ keeps its port and data directory across ``stop``/``start``, so the app finds it
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,8 +18,11 @@ from typing import Any
 
 import httpx
 
+from tests.chroma_server import ChromaServer
 from tests.llm.scripted_server import Reply
 from tests.web.harness import REPO, free_port
+
+__all__ = ["AppProcess", "ChromaServer", "hippocampus_reply"]
 
 WAIT_S = 90.0  # bound on every wait for the app or the replay (the replay backs off to 5 s)
 
@@ -36,60 +38,6 @@ def hippocampus_reply(fact: str) -> Reply:
         "user_emotion": None,
     }  # fmt: skip
     return Reply(chunks=[json.dumps(answer)])
-
-
-class ChromaServer:
-    """``chroma run`` on a fixed port and data directory, stoppable and restartable."""
-
-    def __init__(self, data: Path) -> None:
-        self.data = data
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        executable = Path(sys.executable).with_name("chroma")
-        command = [str(executable), "run", "--path", str(self.data / "db")]
-        command += ["--host", "127.0.0.1", "--port", str(self.port)]
-        env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "NO_COLOR": "1"}
-        with (self.data / "server.log").open("ab") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"chroma did not start: {self.log_tail()}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # a paused one cannot act on SIGTERM
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.proc = None
-
-    def pause(self) -> None:
-        """SIGSTOP: a hung server, whose socket still accepts connections."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def log_tail(self) -> str:
-        return (self.data / "server.log").read_text(errors="replace")[-2000:]
 
 
 class AppProcess:
