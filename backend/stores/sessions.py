@@ -26,11 +26,9 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
@@ -39,6 +37,27 @@ from backend.clock import Clock
 from backend.storable_text import storable
 from backend.stores.session_db import SessionDatabase, SessionStoreError
 from backend.stores.session_locks import SessionLocks, session_locks
+from backend.stores.session_records import (
+    INTERRUPTED,
+    MAX_SESSION_ID,
+    MESSAGE_COLUMNS,
+    ROLES,
+    SESSION_COLUMNS,
+    STATUSES,
+    Message,
+    Role,
+    Session,
+    SessionExists,
+    SessionNotFound,
+    SessionState,
+    Status,
+    TurnReport,
+    check_choice,
+    message_from_row,
+    parse_time,
+    session_from_row,
+    stamp,
+)
 from backend.stores.session_schema import SCHEMA_VERSION, migrate, schema_version
 
 logger = logging.getLogger(__name__)
@@ -55,92 +74,6 @@ __all__ = [
     "SessionStoreError",
     "TurnReport",
 ]
-
-Role = Literal["user", "assistant", "system", "tool"]
-Status = Literal["complete", "incomplete", "pending"]
-ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
-STATUSES: tuple[str, ...] = ("complete", "incomplete", "pending")
-MAX_SESSION_ID = 200  # ids come from clients (Conversation-Id); keep them bounded
-INTERRUPTED = "interrupted: the server stopped before the reply was finished"
-
-
-class SessionNotFound(KeyError):
-    """No session with this id."""
-
-
-class SessionExists(ValueError):
-    """A session with this id already exists (possibly another user's)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    id: str
-    user_id: str
-    persona_id: str
-    title: str | None
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    id: int
-    session_id: str
-    seq: int  # 1, 2, 3... per session, in the order messages were appended
-    role: Role
-    content: str
-    created_at: datetime
-    status: Status
-    error: str | None = None
-    turn_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """The derived state the hippocampus rewrites each turn (turn.md)."""
-
-    background: str = ""
-    short_term: tuple[dict[str, Any], ...] = ()
-    user_emotion: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnReport:
-    session_id: str
-    turn_id: str
-    report: dict[str, Any]
-    created_at: datetime
-
-
-def _stamp(moment: datetime) -> str:
-    """Fixed-width UTC ISO-8601 (always microseconds), so text order is time order."""
-    if moment.tzinfo is None:
-        raise ValueError("the clock must return timezone-aware datetimes")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
-
-
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-# Read columns by name: a later migration may add columns the row types do not have.
-_SESSION_COLUMNS = "id, user_id, persona_id, title, created_at, updated_at"
-_MESSAGE_COLUMNS = "id, session_id, seq, role, content, created_at, status, error, turn_id"
-
-
-def _session(row: Row[Any]) -> Session:
-    data = dict(row._mapping)
-    return Session(**data | {k: _time(data[k]) for k in ("created_at", "updated_at")})
-
-
-def _message(row: Row[Any]) -> Message:
-    data = dict(row._mapping)
-    return Message(**data | {"created_at": _time(data["created_at"])})
-
-
-def _check(value: str, allowed: Sequence[str], what: str) -> None:
-    if value not in allowed:
-        raise ValueError(f"{what} must be one of {', '.join(allowed)} (got {value!r})")
 
 
 class SessionStore:
@@ -205,7 +138,7 @@ class SessionStore:
         session_id = session_id or uuid.uuid4().hex
         if not session_id.strip() or len(session_id) > MAX_SESSION_ID:
             raise ValueError(f"a session id must be 1-{MAX_SESSION_ID} characters")
-        now = _stamp(self._clock.now())
+        now = stamp(self._clock.now())
         try:
             with self.db.write() as db:
                 db.execute(
@@ -218,27 +151,27 @@ class SessionStore:
                 )  # fmt: skip
         except IntegrityError:
             raise SessionExists(session_id) from None
-        return Session(session_id, user_id, persona_id, title, _time(now), _time(now))
+        return Session(session_id, user_id, persona_id, title, parse_time(now), parse_time(now))
 
     def get_session(self, session_id: str, user_id: str) -> Session | None:
         """The session if it exists and belongs to ``user_id``; else ``None``."""
         rows = self._read(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = :id AND user_id = :user",
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = :id AND user_id = :user",
             {"id": session_id, "user": user_id},
         )
-        return _session(rows[0]) if rows else None
+        return session_from_row(rows[0]) if rows else None
 
     def list_sessions(
         self, user_id: str, persona_id: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[Session]:
         """The user's sessions, most recently active first."""
-        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE user_id = :user"
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = :user"
         params: dict[str, Any] = {"user": user_id, "limit": max(0, limit), "off": max(0, offset)}
         if persona_id is not None:
             sql += " AND persona_id = :persona"
             params["persona"] = persona_id
         sql += " ORDER BY updated_at DESC, id LIMIT :limit OFFSET :off"
-        return [_session(row) for row in self._read(sql, params)]
+        return [session_from_row(row) for row in self._read(sql, params)]
 
     def rename(self, session_id: str, user_id: str, title: str | None) -> Session | None:
         """Set the title; ``None`` when the user has no such session."""
@@ -249,7 +182,7 @@ class SessionStore:
                     " WHERE id = :id AND user_id = :user"
                 ),
                 {"title": None if title is None else storable(title),
-                 "now": _stamp(self._clock.now()), "id": session_id,
+                 "now": stamp(self._clock.now()), "id": session_id,
                  "user": user_id},
             )  # fmt: skip
         return self.get_session(session_id, user_id)
@@ -279,10 +212,10 @@ class SessionStore:
         A reply is appended as ``pending`` (empty or partial text) when it starts and
         finalised with ``finish_message``. Raises ``SessionNotFound``.
         """
-        _check(role, ROLES, "role")
-        _check(status, STATUSES, "status")
+        check_choice(role, ROLES, "role")
+        check_choice(status, STATUSES, "status")
         content = storable(content)
-        now = _stamp(self._clock.now())
+        now = stamp(self._clock.now())
         # PostgreSQL: the session row's lock serialises appends, so seq stays unique
         # (SQLite's BEGIN IMMEDIATE already serialises every writer).
         lock_row = " FOR UPDATE" if self.db.postgres else ""
@@ -314,7 +247,7 @@ class SessionStore:
                 {"now": now, "id": session_id},
             )
         return Message(
-            message_id, session_id, seq, role, content, _time(now), status, None, turn_id
+            message_id, session_id, seq, role, content, parse_time(now), status, None, turn_id
         )
 
     def save_partial(self, message_id: int, content: str) -> None:
@@ -333,9 +266,9 @@ class SessionStore:
         and the error. Raises ``KeyError`` for an unknown id and ``ValueError`` when the
         message is not pending (it was already finalised).
         """
-        _check(status, ("complete", "incomplete"), "a final status")
+        check_choice(status, ("complete", "incomplete"), "a final status")
         content, error = storable(content), None if error is None else storable(error)
-        select = text(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = :id")
+        select = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id")
         with self.db.write() as db:
             row = db.execute(select, {"id": message_id}).first()
             if row is None:
@@ -348,18 +281,18 @@ class SessionStore:
             )
             db.execute(
                 text("UPDATE sessions SET updated_at = :now WHERE id = :id"),
-                {"now": _stamp(self._clock.now()), "id": row._mapping["session_id"]},
+                {"now": stamp(self._clock.now()), "id": row._mapping["session_id"]},
             )
             row = db.execute(select, {"id": message_id}).one()
-        return _message(row)
+        return message_from_row(row)
 
     def transcript(self, session_id: str) -> list[Message]:
         """Every message of the session in ``seq`` order (empty for an unknown session)."""
         rows = self._read(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = :id ORDER BY seq",
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id ORDER BY seq",
             {"id": session_id},
         )
-        return [_message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     def mark_incomplete_pending(self, session_id: str | None = None) -> int:
         """Replies left ``pending`` by a process that died become ``incomplete``; the count.
@@ -418,7 +351,7 @@ class SessionStore:
             "emo": None
             if user_emotion is None
             else storable(json.dumps(user_emotion, ensure_ascii=False)),
-            "now": _stamp(self._clock.now()),
+            "now": stamp(self._clock.now()),
             "id": session_id,
         }
         with self.db.write() as db:
@@ -459,7 +392,7 @@ class SessionStore:
                         " DO UPDATE SET report = excluded.report"
                     ),
                     {"id": session_id, "turn": turn_id, "report": body,
-                     "now": _stamp(self._clock.now())},
+                     "now": stamp(self._clock.now())},
                 )  # fmt: skip
         except IntegrityError:  # the foreign key: no such session
             raise SessionNotFound(session_id) from None
@@ -471,4 +404,4 @@ class SessionStore:
             f" WHERE session_id = :id ORDER BY created_at, {self.db.dialect.insertion_order}",
             {"id": session_id},
         )
-        return [TurnReport(row[0], row[1], json.loads(row[2]), _time(row[3])) for row in rows]
+        return [TurnReport(row[0], row[1], json.loads(row[2]), parse_time(row[3])) for row in rows]
