@@ -130,3 +130,27 @@ def enforce_budget(
         else item
         for i, item in enumerate(kept)
     )
+
+
+# How much of the missed items one hippocampus run is shown (oldest first): a catch-up
+# after an outage proceeds a few turns at a time, so the hippocampus prompt grows by at
+# most this much, and a model with a small context is not pushed over it (which would
+# fail every run and never catch up).
+CATCH_UP_TOKENS = 500
+
+
+def catch_up_batch(missed: Sequence[ShortTermItem]) -> tuple[ShortTermItem, ...]:
+    """The oldest missed items one run is shown: as many as fit ``CATCH_UP_TOKENS``, and
+    at least the first one (cut from the middle if it alone is larger)."""
+    batch: list[ShortTermItem] = []
+    total = 0
+    for item in missed:
+        cost = item_tokens(item)
+        if batch and total + cost > CATCH_UP_TOKENS:
+            break
+        if not batch and cost > CATCH_UP_TOKENS:
+            text = truncate_middle(item.text, CATCH_UP_TOKENS - ITEM_OVERHEAD_TOKENS)
+            return (replace(item, text=text, compressed=True),)
+        batch.append(item)
+        total += cost
+    return tuple(batch)

@@ -15,7 +15,11 @@ keeps the previous background, short-term and emotion and appends the new verbat
 Either way the token budget is then enforced by code (``budget.enforce_budget``): the
 oldest items go, the newest turn stays (cut from the middle only if it alone exceeds the
 budget). Nothing is lost: the transcript keeps every raw message. Code never folds
-dropped items into the background; that is the hippocampus's job.
+dropped items into the background; that is the hippocampus's job — so what the budget
+drops while the hippocampus is failing goes to ``missed`` (at most ``MISSED_BUDGET_FACTOR``
+times the short-term budget, the newest kept). Each working run is shown the oldest of
+them (``budget.catch_up_batch``, via ``prompt.build_messages``) and can still fold them
+into the background and long-term; its merge removes that batch from ``missed``.
 
 Long-term candidates are not handled here: the engine sends ``result.long_term`` through
 the save gate.
@@ -23,9 +27,27 @@ the save gate.
 
 from __future__ import annotations
 
-from backend.hippocampus.budget import enforce_budget
+from backend.hippocampus.budget import catch_up_batch, enforce_budget, item_tokens
 from backend.hippocampus.parse import clean_text
 from backend.hippocampus.state import HippocampusResult, SessionMemoryState, ShortTermItem
+
+# How much of an outage the next working run catches up on, in short-term budgets: a
+# longer outage's oldest turns stay in the transcript only (the hippocampus prompt must
+# stay bounded too).
+MISSED_BUDGET_FACTOR = 2
+
+
+def _bounded_missed(items: list[ShortTermItem], token_budget: int) -> tuple[ShortTermItem, ...]:
+    """The newest of ``items`` that fit ``MISSED_BUDGET_FACTOR * token_budget`` tokens."""
+    limit = MISSED_BUDGET_FACTOR * token_budget
+    kept: list[ShortTermItem] = []
+    total = 0
+    for item in reversed(items):
+        total += item_tokens(item)
+        if total > limit:
+            break
+        kept.append(item)
+    return tuple(reversed(kept))
 
 
 def _new_turn(user_message: str, reply: str) -> list[ShortTermItem]:
@@ -75,7 +97,16 @@ def merge(
         carried = _carried_items(previous, result, user_message)
         emotion = result.user_emotion if result.user_emotion is not None else previous.user_emotion
     short_term = enforce_budget(carried + turn, token_budget=token_budget, protected=len(turn))
-    return SessionMemoryState(background=background, short_term=short_term, user_emotion=emotion)
+    if result is None:
+        # The budget drops the oldest carried items (the new turn is protected): no
+        # hippocampus has folded them in yet.
+        dropped = carried[: len(carried) - (len(short_term) - len(turn))]
+        missed = _bounded_missed(list(previous.missed) + dropped, token_budget)
+    else:  # this run was shown the oldest batch (the same function built its prompt)
+        missed = previous.missed[len(catch_up_batch(previous.missed)) :]
+    return SessionMemoryState(
+        background=background, short_term=short_term, user_emotion=emotion, missed=missed
+    )
 
 
 def fallback_state(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from backend.hippocampus.budget import catch_up_batch
 from backend.hippocampus.schema import (
     BACKGROUND_MAX_CHARS,
     CONTENT_MAX_CHARS,
@@ -71,6 +72,10 @@ moved, changed jobs, changed their mind), quote the older fact here.
 
 4. "user_emotion": the user's current feeling as {{"label": "...", "intensity": 0 to \
 1}}, a single lowercase word such as joy, calm, anxious, sad, angry, tired or neutral.
+
+If the input has "missed_turns", those are older turns that left short-term while you \
+were unavailable: fold what matters in them into "background" and "long_term" as if you \
+had dropped them from short_term yourself; do not copy them into "short_term".
 """
 
 _LANGUAGE_DEFAULT = (
@@ -103,6 +108,10 @@ def _state_payload(state: SessionMemoryState, user_message: str) -> str:
         ),
         "new_user_message": user_message,
     }
+    if state.missed:
+        payload["missed_turns"] = [
+            {"role": item.role, "text": item.text} for item in catch_up_batch(state.missed)
+        ]
     return json.dumps(payload, ensure_ascii=False, indent=1)
 
 

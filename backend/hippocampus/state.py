@@ -63,12 +63,16 @@ class SessionMemoryState:
     """What the app keeps per session besides the transcript.
 
     ``short_term`` is ordered old → new; ``user_emotion`` is the user's last known
-    feeling (the next turn's target emotion), ``None`` when unknown.
+    feeling (the next turn's target emotion), ``None`` when unknown. ``missed``: items
+    the budget trimmed from short-term while the hippocampus was failing, so no run has
+    folded them into the background yet; the next run that works sees them (old → new,
+    bounded, see ``merge``).
     """
 
     background: str = ""
     short_term: tuple[ShortTermItem, ...] = ()
     user_emotion: Emotion | None = None
+    missed: tuple[ShortTermItem, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (only str, bool, float, list, dict, None)."""
@@ -76,6 +80,7 @@ class SessionMemoryState:
             "background": self.background,
             "short_term": [item.to_dict() for item in self.short_term],
             "user_emotion": emotion_to_dict(self.user_emotion),
+            "missed": [item.to_dict() for item in self.missed],
         }
 
     @classmethod
@@ -87,20 +92,25 @@ class SessionMemoryState:
         if not isinstance(data, Mapping):
             return cls()
         background = data.get("background")
-        raw_items = data.get("short_term")
-        items: list[ShortTermItem] = []
-        if isinstance(raw_items, list | tuple):
-            for raw in raw_items:
-                if isinstance(raw, Mapping):
-                    try:
-                        items.append(ShortTermItem.from_dict(raw))
-                    except ValueError:
-                        continue
         return cls(
             background=background if isinstance(background, str) else "",
-            short_term=tuple(items),
+            short_term=_items(data.get("short_term")),
             user_emotion=emotion_from_dict(data.get("user_emotion")),
+            missed=_items(data.get("missed")),
         )
+
+
+def _items(raw_items: Any) -> tuple[ShortTermItem, ...]:
+    """The well-formed items of a stored list (a malformed one is skipped)."""
+    items: list[ShortTermItem] = []
+    if isinstance(raw_items, list | tuple):
+        for raw in raw_items:
+            if isinstance(raw, Mapping):
+                try:
+                    items.append(ShortTermItem.from_dict(raw))
+                except ValueError:
+                    continue
+    return tuple(items)
 
 
 @dataclass(frozen=True, slots=True)
