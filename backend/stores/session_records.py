@@ -60,6 +60,7 @@ class SessionState:
     background: str = ""
     short_term: tuple[dict[str, Any], ...] = ()
     user_emotion: dict[str, Any] | None = None
+    missed: tuple[dict[str, Any], ...] = ()  # trimmed while the hippocampus was failing
 
 
 @dataclass(frozen=True, slots=True)

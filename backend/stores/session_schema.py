@@ -95,9 +95,17 @@ _V2 = (
     )""",
 )
 
+# Version 3: the short-term items trimmed while the hippocampus was failing, for its
+# catch-up (backend.hippocampus.merge); a JSON list like short_term.
+_V3 = ("ALTER TABLE sessions ADD COLUMN missed_turns TEXT NOT NULL DEFAULT '[]'",)
+
 _MIGRATIONS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2)),
-    "postgresql": (_POSTGRES_V1, tuple(s.format(real="DOUBLE PRECISION") for s in _V2)),
+    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3),
+    "postgresql": (
+        _POSTGRES_V1,
+        tuple(s.format(real="DOUBLE PRECISION") for s in _V2),
+        _V3,
+    ),
 }
 SCHEMA_VERSION = len(_MIGRATIONS["sqlite"])
 # An arbitrary constant: the advisory lock that serialises migrations on PostgreSQL.

@@ -340,14 +340,16 @@ class SessionStore:
         background: str,
         short_term: Sequence[dict[str, Any]],
         user_emotion: dict[str, Any] | None,
+        missed: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Replace the session's derived state. Raises ``SessionNotFound``."""
-        items = list(short_term)
-        if not all(isinstance(item, dict) for item in items):
-            raise TypeError("short_term must be a list of dicts")
+        items, missed_items = list(short_term), list(missed)
+        if not all(isinstance(item, dict) for item in items + missed_items):
+            raise TypeError("short_term and missed must be lists of dicts")
         params = {
             "bg": storable(background),
             "st": storable(json.dumps(items, ensure_ascii=False)),
+            "missed": storable(json.dumps(missed_items, ensure_ascii=False)),
             "emo": None
             if user_emotion is None
             else storable(json.dumps(user_emotion, ensure_ascii=False)),
@@ -358,7 +360,7 @@ class SessionStore:
             result = db.execute(
                 text(
                     "UPDATE sessions SET background = :bg, short_term = :st, user_emotion = :emo,"
-                    " updated_at = :now WHERE id = :id"
+                    " missed_turns = :missed, updated_at = :now WHERE id = :id"
                 ),
                 params,
             )
@@ -368,16 +370,18 @@ class SessionStore:
     def load_state(self, session_id: str) -> SessionState:
         """The session's derived state (empty for a new session). Raises ``SessionNotFound``."""
         rows = self._read(
-            "SELECT background, short_term, user_emotion FROM sessions WHERE id = :id",
+            "SELECT background, short_term, user_emotion, missed_turns FROM sessions"
+            " WHERE id = :id",
             {"id": session_id},
         )
         if not rows:
             raise SessionNotFound(session_id)
-        background, short_term, emotion = rows[0]
+        background, short_term, emotion, missed = rows[0]
         return SessionState(
             background=background,
             short_term=tuple(json.loads(short_term)),
             user_emotion=None if emotion is None else json.loads(emotion),
+            missed=tuple(json.loads(missed)),
         )
 
     def save_turn_report(self, session_id: str, turn_id: str, report: dict[str, Any]) -> None:

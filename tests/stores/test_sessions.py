@@ -297,3 +297,13 @@ def test_text_no_backend_can_hold_is_stored_with_replacement_characters(
     assert session is not None and session.title == "title \ufffd"
     # Surrogate pairs are ordinary characters and stay as they are.
     assert store.append_message("s1", "user", "😀 \U0001f600").content == "😀 😀"
+
+
+def test_missed_turns_round_trip(store: SessionStore) -> None:
+    store.create_session("alice", "companion", session_id="s1")
+    assert store.load_state("s1").missed == ()
+    missed = [{"role": "user", "text": "trimmed while the hippocampus was down"}]
+    store.save_state("s1", "bg", [{"role": "user", "text": "recent"}], None, missed)
+    assert store.load_state("s1").missed == tuple(missed)
+    store.save_state("s1", "bg", [], None)  # caught up: saving without it clears it
+    assert store.load_state("s1").missed == ()
