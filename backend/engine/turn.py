@@ -6,6 +6,9 @@ persists the reply when it ends. The merge (short-term, background, save gate,
 reinforcement, user emotion, memory report) runs in the background: the client's
 stream never waits for the hippocampus. Turns of one session are ordered — turn t+1
 begins only after the merge of turn t — while different sessions never block each other.
+The background steps (hippocampus run, save gate, reinforcement, merge) are in
+``backend.engine.merge``; loading, seeding and saving the session's memory state in
+``backend.engine.session_state``.
 
 Failure policy: the hippocampus can never break or delay a reply (failure, timeout or
 garbage → the deterministic fallback, reported); activation trouble yields no recalled
@@ -18,31 +21,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend.clock import Clock
-from backend.engine import report as reports
-from backend.engine.outbox_replay import write_or_queue
+from backend.engine.merge import merge_turn, reinforce_recalled, run_hippocampus, write_long_term
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
+from backend.engine.session_state import load_state, seed_state
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
-from backend.hippocampus import (
-    HippocampusParseError,
-    HippocampusResult,
-    SessionMemoryState,
-    ShortTermItem,
-    build_messages,
-    enforce_budget,
-    hippocampus_schema,
-    merge,
-    parse_result,
-)
+from backend.hippocampus import HippocampusResult, SessionMemoryState
 from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
-from backend.memory.types import Emotion, Memory, Namespace
+from backend.memory.types import Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.stores.long_term import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
 from backend.stores.session_locks import LockHandle
@@ -132,7 +124,7 @@ class Turn:
         try:
             async for text in self._generate(parts):
                 if self._reinforced is None:
-                    self._reinforced = engine._spawn(engine._reinforce(self))
+                    self._reinforced = engine._spawn(reinforce_recalled(engine, self))
                 yield text
             self.status = "complete"
         except LLMError as exc:
@@ -147,7 +139,7 @@ class Turn:
             # cancel this generator again mid-finally, and the merge (which releases the
             # session) must happen all the same.
             stored = engine._spawn(self._finish_row(reply_row))
-            self.merged = engine._spawn(engine._merge(self, stored))
+            self.merged = engine._spawn(merge_turn(engine, self, stored))
             await asyncio.shield(stored)
 
     async def _finish_row(self, reply_row: asyncio.Future[Any]) -> None:
@@ -298,9 +290,15 @@ class TurnEngine:
         query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
         turn_id = uuid.uuid4().hex
-        state = await self._load_state(session.id)
+        state = await load_state(self.sessions, session.id)
         if created and request.history:
-            state = await self._seed(session.id, state, request.history)
+            state = await seed_state(
+                self.sessions,
+                session.id,
+                state,
+                request.history,
+                token_budget=self.settings.token_budget,
+            )
         # 1. The user's message is committed before any model is called.
         await asyncio.to_thread(
             self.sessions.append_message,
@@ -312,7 +310,7 @@ class TurnEngine:
         )
         ns = Namespace(session.user_id, persona.id)
         # 2. Hippocampus starts now and never blocks the reply.
-        hippocampus = self._spawn(self._run_hippocampus(state, request.text, persona))
+        hippocampus = self._spawn(run_hippocampus(self, state, request.text, persona))
         target = state.user_emotion.label if state.user_emotion else None
         activation: Activation | None
         try:
@@ -348,146 +346,8 @@ class TurnEngine:
             _temperature=request.temperature or self.settings.chat_temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
         )
-        turn._writes = self._spawn(self._gate(turn))
+        turn._writes = self._spawn(write_long_term(self, turn))
         return turn
-
-    async def _load_state(self, session_id: str) -> SessionMemoryState:
-        raw = await asyncio.to_thread(self.sessions.load_state, session_id)
-        return SessionMemoryState.from_dict(
-            {
-                "background": raw.background,
-                "short_term": list(raw.short_term),
-                "user_emotion": raw.user_emotion,
-            }
-        )
-
-    async def _seed(
-        self, session_id: str, state: SessionMemoryState, history: Sequence[tuple[str, str]]
-    ) -> SessionMemoryState:
-        items = [
-            ShortTermItem(role=role, text=text)  # type: ignore[arg-type]
-            for role, text in history
-            if role in ("user", "assistant") and text.strip()
-        ]
-        for item in items:
-            await asyncio.to_thread(
-                self.sessions.append_message, session_id, item.role, item.text, status="complete"
-            )
-        budgeted = enforce_budget(items, token_budget=self.settings.token_budget)
-        seeded = SessionMemoryState(state.background, tuple(budgeted), state.user_emotion)
-        await self._save_state(session_id, seeded)
-        return seeded
-
-    async def _save_state(self, session_id: str, state: SessionMemoryState) -> None:
-        data = state.to_dict()
-        await asyncio.to_thread(
-            self.sessions.save_state,
-            session_id,
-            data["background"],
-            data["short_term"],
-            data["user_emotion"],
-        )
-
-    async def _run_hippocampus(
-        self, state: SessionMemoryState, text: str, persona: Persona
-    ) -> tuple[HippocampusResult | None, dict[str, Any]]:
-        started = time.perf_counter()
-        info: dict[str, Any] = {"status": "ok", "model": self.hippocampus.model}
-        try:
-            messages = build_messages(state, text, persona_focus=persona.hippocampus_focus)
-            completion = await asyncio.wait_for(
-                self.hippocampus.complete(messages, json_schema=hippocampus_schema()),
-                timeout=self.settings.hippocampus_timeout_s,
-            )
-            result = parse_result(completion.text, state)
-            if result.dropped:
-                info["dropped"] = list(result.dropped)
-        except TimeoutError:
-            result, info["status"] = None, "timeout"
-        except HippocampusParseError as exc:
-            result, info["status"], info["error"] = None, "garbage", str(exc)[:300]
-        except LLMError as exc:
-            result, info["status"], info["error"] = None, "failed", str(exc)[:300]
-        except Exception as exc:  # the hippocampus must never break a turn
-            log.exception("hippocampus crashed")
-            result, info["status"], info["error"] = None, "failed", type(exc).__name__
-        info["ms"] = round((time.perf_counter() - started) * 1e3, 1)
-        return result, info
-
-    async def _gate(self, turn: Turn) -> tuple[list[WriteOutcome], str | None]:
-        """Long-term candidates → save gate → store, as soon as the hippocampus is in.
-
-        A store outage queues the candidates in the outbox (``queue`` outcomes, replayed
-        later by ``outbox_loop``); only a write that could be neither applied nor queued
-        is reported as ``write_error``.
-        """
-        result, _info = await turn._hippocampus
-        if result is None or not result.long_term:
-            return [], None
-        try:
-            outcomes = await asyncio.to_thread(
-                write_or_queue,
-                self.long_term,
-                turn.namespace,
-                list(result.long_term),
-                recalled=turn.recalled,
-                source_session=turn.session.id,
-                gate_policy=turn.persona.gate_policy,  # None: the configured one
-            )
-            return outcomes, None
-        except Exception as exc:
-            log.exception("long-term write failed for session %s", turn.session.id)
-            return [], type(exc).__name__
-
-    async def _reinforce(self, turn: Turn) -> None:
-        used = [m.id for m in turn.recalled]
-        if not used:
-            return
-        try:
-            await asyncio.to_thread(self.long_term.reinforce, turn.namespace, used)
-        except Exception:
-            log.exception("reinforcement failed for session %s", turn.session.id)
-
-    async def _merge(self, turn: Turn, stored: asyncio.Future[Any] | None = None) -> dict[str, Any]:
-        """Step 5 of turn.md; always releases the session for the next turn."""
-        try:
-            if stored is not None:
-                await stored  # the reply row is final before the next turn can begin
-            result, info = await turn._hippocampus
-            state = merge(
-                turn._state,
-                result,
-                turn._user_text,
-                turn.reply,
-                token_budget=self.settings.token_budget,
-            )
-            await self._save_state(turn.session.id, state)
-            outcomes: list[WriteOutcome] = []
-            if turn._writes is not None:
-                outcomes, write_error = await turn._writes
-                if write_error:
-                    info["write_error"] = write_error
-            outcomes += turn._tool_outcomes
-            if turn._tool_recalled:
-                await asyncio.to_thread(
-                    self.long_term.reinforce, turn.namespace, [m.id for m in turn._tool_recalled]
-                )
-            if turn._reinforced is not None:
-                await turn._reinforced
-            report: dict[str, Any] = {
-                "turn_id": turn.turn_id,
-                **reports.activation_part(turn.activation),
-                **reports.outcomes_part(outcomes),
-                "hippocampus": info,
-                "reply": {"status": turn.status, "error": turn.error},
-                "user_emotion": _emotion_dict(state.user_emotion),
-            }
-            await asyncio.to_thread(
-                self.sessions.save_turn_report, turn.session.id, turn.turn_id, report
-            )
-            return report
-        finally:
-            turn._release()
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
@@ -499,7 +359,7 @@ class TurnEngine:
         """Close a turn whose stream will never be read (the client left before it began)."""
         if turn.merged is None:
             turn.status, turn.error = "incomplete", "the client went away"
-            turn.merged = self._spawn(self._merge(turn))
+            turn.merged = self._spawn(merge_turn(self, turn))
         await asyncio.shield(turn.merged)
 
     async def run(self, request: TurnRequest) -> tuple[Turn, dict[str, Any]]:
@@ -514,10 +374,6 @@ class TurnEngine:
         """Wait for every pending hippocampus run and merge (graceful shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-
-
-def _emotion_dict(emotion: Emotion | None) -> dict[str, Any] | None:
-    return None if emotion is None else {"label": emotion.label, "intensity": emotion.intensity}
 
 
 def tool_result(payload: Any) -> str:
