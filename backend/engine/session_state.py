@@ -1,5 +1,5 @@
-"""A session's memory state (background, short-term, user emotion) to and from the
-session store, and its seeding from the history a client sent with a new session.
+"""A session's memory state (background, short-term, user emotion, missed turns) to and
+from the session store, and its seeding from the history a client sent with a new session.
 
 Failure policy: nothing is caught here; a session store error reaches the caller.
 """
@@ -20,6 +20,7 @@ async def load_state(sessions: SessionStore, session_id: str) -> SessionMemorySt
             "background": raw.background,
             "short_term": list(raw.short_term),
             "user_emotion": raw.user_emotion,
+            "missed": list(raw.missed),
         }
     )
 
@@ -32,6 +33,7 @@ async def save_state(sessions: SessionStore, session_id: str, state: SessionMemo
         data["background"],
         data["short_term"],
         data["user_emotion"],
+        data["missed"],
     )
 
 

@@ -317,3 +317,32 @@ async def test_query_embedding_starts_before_the_session_io(rig: Rig) -> None:
     assert seen[0] is True
     assert embedder.calls == 1  # the activation used that embedding, not a second one
     assert turn.activation is not None and turn.activation.query_vector is not None
+
+
+async def test_turns_trimmed_during_an_outage_reach_the_hippocampus_when_it_is_back(
+    rig: Rig,
+) -> None:
+    # The rig's short-term budget is 300 tokens: an outage of long turns trims some.
+    session_id: str | None = None
+    for i in range(8):
+        rig.chat.enqueue(["ok"])
+        rig.hippocampus.enqueue([LLMUnavailable("hippocampus down")])
+        text = f"Topic {i}: " + "a long story about it " * 12
+        turn = await rig.engine.begin(TurnRequest(user_id="u1", text=text, session_id=session_id))
+        _ = [t async for t in turn.stream()]
+        await turn.merged  # type: ignore[misc]
+        session_id = turn.session.id
+    assert session_id is not None
+    missed = rig.sessions.load_state(session_id).missed
+    assert missed and missed[0]["text"].startswith("Topic 0:")
+    # Back: its prompt carries the oldest trimmed turns; its merge takes them off.
+    rig.chat.enqueue(["ok"])
+    rig.hippocampus.enqueue([hippo(background="Topics 0 to 8.")])
+    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="hi", session_id=session_id))
+    _ = [t async for t in turn.stream()]
+    await turn.merged  # type: ignore[misc]
+    prompt = rig.hippocampus.calls[-1].messages[-1]["content"]
+    assert '"missed_turns"' in prompt and "Topic 0:" in prompt
+    after = rig.sessions.load_state(session_id)
+    assert after.background == "Topics 0 to 8."
+    assert len(after.missed) < len(missed)
