@@ -21,7 +21,9 @@ Measured per turn, from what the app stores and sends: the reply (unaffected?), 
 turn report's hippocampus status, the short-term tokens after the merge
 (``backend.hippocampus.budget.short_term_tokens``, the quantity the budget bounds), the
 tokens of the chat prompt the upstream received (``estimate_tokens`` of every message
-plus 4 per message), the background and the memories written. "Turns to recover" counts
+plus 4 per message), the background (how many topics it names: the turns trimmed during
+the outage reach it through the catch-up, a few per turn) and the memories written.
+"Turns to recover" counts
 the turns after the hippocampus is back until background, short-term and long-term are
 all healthy again (background names the newest topic, short-term under half the
 budget, a memory written). No wall-clock numbers: nothing here is timed.
@@ -193,6 +195,7 @@ def summarise(rows: list[TurnRow], before: int, outage: int) -> dict[str, Any]:
         "turns_to_recover": recovered_at,
         "background_topics_after": back[0].background_topics if back else None,
         "first_turn_after": back[0] if back else None,
+        "back_rows": back,
     }
 
 
@@ -219,6 +222,10 @@ def table(r: dict[str, Any]) -> str:
             if first is None
             else f"{first.short_term_tokens} tokens / {first.background_topics} / "
             f"{r['topics_seen_after']}",
+        ),
+        (
+            "topics in background, turn by turn back (catch-up on missed turns)",
+            " / ".join(str(row.background_topics) for row in r["back_rows"]) or "-",
         ),
     ]
     lines = ["| metric | value |", "|---|---:|"]

@@ -34,3 +34,7 @@ def test_thirty_turns_without_hippocampus_then_it_recovers() -> None:
     first_back = next(r for r in rows if r.phase == "after")
     assert first_back.hippocampus == "ok" and first_back.written == 1
     assert first_back.background_has_newest and first_back.short_term_tokens < budget // 4
+    # The turns the budget trimmed during the outage reach the background a batch per turn
+    # back (the catch-up): each turn back names more topics than the one before.
+    back = [r.background_topics for r in rows if r.phase == "after"]
+    assert back == sorted(back) and back[-1] > back[0]
