@@ -280,6 +280,14 @@ class TurnEngine:
         finally:
             lock.release()
 
+    def _discard_session(self, session: Session) -> None:
+        """Best effort: the failure that brought us here (a full disk, the database
+        gone) may stop this too; it is logged, and the caller's error stands."""
+        try:
+            self.sessions.delete_session(session.id, session.user_id)
+        except Exception:
+            log.warning("could not discard the empty session %s", session.id, exc_info=True)
+
     async def _begin_locked(
         self,
         request: TurnRequest,
@@ -290,24 +298,29 @@ class TurnEngine:
         query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
         turn_id = uuid.uuid4().hex
-        state = await load_state(self.sessions, session.id)
-        if created and request.history:
-            state = await seed_state(
-                self.sessions,
+        try:
+            state = await load_state(self.sessions, session.id)
+            if created and request.history:
+                state = await seed_state(
+                    self.sessions,
+                    session.id,
+                    state,
+                    request.history,
+                    token_budget=self.settings.token_budget,
+                )
+            # 1. The user's message is committed before any model is called.
+            await asyncio.to_thread(
+                self.sessions.append_message,
                 session.id,
-                state,
-                request.history,
-                token_budget=self.settings.token_budget,
+                "user",
+                request.text,
+                status="complete",
+                turn_id=turn_id,
             )
-        # 1. The user's message is committed before any model is called.
-        await asyncio.to_thread(
-            self.sessions.append_message,
-            session.id,
-            "user",
-            request.text,
-            status="complete",
-            turn_id=turn_id,
-        )
+        except Exception:
+            if created:  # a new session whose first message could not be stored goes too
+                await asyncio.to_thread(self._discard_session, session)
+            raise
         ns = Namespace(session.user_id, persona.id)
         # 2. Hippocampus starts now and never blocks the reply.
         hippocampus = self._spawn(run_hippocampus(self, state, request.text, persona))

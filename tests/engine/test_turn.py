@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -346,3 +347,32 @@ async def test_turns_trimmed_during_an_outage_reach_the_hippocampus_when_it_is_b
     after = rig.sessions.load_state(session_id)
     assert after.background == "Topics 0 to 8."
     assert len(after.missed) < len(missed)
+
+
+async def test_a_new_session_whose_first_message_cannot_be_stored_is_not_kept(rig: Rig) -> None:
+    append = rig.sessions.append_message
+    full = sqlite3.OperationalError("database or disk is full")
+
+    def append_fails(*args: object, **kwargs: object) -> object:
+        raise full
+
+    rig.sessions.append_message = append_fails  # type: ignore[method-assign]
+    with pytest.raises(sqlite3.OperationalError):
+        await rig.engine.begin(TurnRequest(user_id="u1", text="hello", session_id="fresh"))
+    assert rig.sessions.list_sessions("u1") == []  # no empty session left behind
+    assert rig.chat.calls == [] and rig.hippocampus.calls == []  # no model was called
+    # An existing session is kept when one of its later messages fails.
+    rig.sessions.append_message = append  # type: ignore[method-assign]
+    rig.chat.enqueue(["ok"])
+    rig.hippocampus.enqueue([hippo()])
+    turn = await rig.engine.run(TurnRequest(user_id="u1", text="hi", session_id="kept"))
+    rig.sessions.append_message = append_fails  # type: ignore[method-assign]
+    with pytest.raises(sqlite3.OperationalError):
+        await rig.engine.begin(TurnRequest(user_id="u1", text="again", session_id="kept"))
+    assert [s.id for s in rig.sessions.list_sessions("u1")] == [turn[0].session.id]
+    # And the session is not left locked: the next turn runs.
+    rig.sessions.append_message = append  # type: ignore[method-assign]
+    rig.chat.enqueue(["ok"])
+    rig.hippocampus.enqueue([hippo()])
+    again, _ = await rig.engine.run(TurnRequest(user_id="u1", text="back", session_id="kept"))
+    assert again.reply == "ok"
