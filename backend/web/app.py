@@ -92,7 +92,7 @@ def create_app(
             maintenance_loop(
                 svc.long_term,
                 settings.memory.decay_interval_hours,
-                jobs=getattr(svc.sessions, "db", None),  # one pass per cluster
+                jobs=svc.sessions.db,  # one pass per cluster
             )
         )
         # Writes queued while the vector store was down (also those of an earlier run).

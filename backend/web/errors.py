@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -80,21 +81,13 @@ def install_error_handlers(app: FastAPI) -> None:
         )  # fmt: skip
 
     # Database and OS errors (SQLAlchemy wraps the driver's, ``__cause__`` keeps it).
-    for kind in (OSError, sqlite3.Error, *_db_api_errors()):
+    for kind in (OSError, sqlite3.Error, DBAPIError):
         app.add_exception_handler(kind, _storage)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return error_response(500, "internal error", "internal_error")
-
-
-def _db_api_errors() -> tuple[type[Exception], ...]:
-    try:
-        from sqlalchemy.exc import DBAPIError
-    except ImportError:  # the session store does not use SQLAlchemy
-        return ()
-    return (DBAPIError,)
 
 
 def is_disk_full(exc: BaseException) -> bool:
