@@ -11,7 +11,8 @@ Failure policy, from the outside in:
   long-term or short-term item is dropped with a reason in ``HippocampusResult.dropped``,
   never the whole result;
 - numbers are clamped to [0, 1] (numeric strings and percentages accepted, ``null``
-  means the default 0.5); unknown categories become ``general``; subject ``assistant``
+  means the default 0.5); unknown categories become ``general``; emotion labels are
+  mapped to the closed vocabulary (``backend.memory.emotions``) or dropped; subject ``assistant``
   becomes ``persona``; keywords are lower-cased, deduplicated, at most 5;
 - a missing or unusable ``background`` (or an empty one replacing a non-empty one) keeps
   the previous background; a missing or unusable ``short_term`` keeps the previous
@@ -43,6 +44,7 @@ from backend.hippocampus.schema import (
     SUPERSEDES_MAX_CHARS,
 )
 from backend.hippocampus.state import HippocampusResult, Role, SessionMemoryState, ShortTermItem
+from backend.memory.emotions import NO_FEELING_LABELS, canonical_emotion
 from backend.memory.types import Candidate, Emotion, clamp01, normalise_subject
 
 EXPECTED_FIELDS = frozenset({"background", "short_term", "long_term", "user_emotion"})
@@ -139,8 +141,13 @@ def _emotion(value: Any) -> tuple[Emotion | None, bool]:
             intensity = DEFAULT_SCORE
     else:
         return None, False
-    label = label[: 2 * LABEL_MAX_CHARS]
-    return (Emotion(label=label, intensity=intensity) if label else None), True
+    if not label:
+        return None, True
+    # The closed vocabulary (backend.memory.emotions): mapped, or dropped as unusable.
+    canonical = canonical_emotion(label[: 2 * LABEL_MAX_CHARS])
+    if canonical is None:
+        return None, label.casefold() in NO_FEELING_LABELS
+    return Emotion(label=canonical, intensity=intensity), True
 
 
 def _keywords(value: Any) -> tuple[str, ...]:

@@ -6,14 +6,22 @@ context and the candidate's nearest stored neighbours; the store applies the dec
 Order of the rules, and why:
 
 1. empty content, low importance or low confidence → ``reject`` (limbic's gate);
-2. an explicit ``supersedes`` that names a stored memory → ``supersede <id>``. This runs
-   before the echo and duplicate rules on purpose: "moved to Hangzhou" is usually within
-   cosine 0.9 of the "lives in Guangzhou" it replaces, and reinforcing the old fact would
-   be exactly wrong;
-3. within ``echo_cosine`` of a memory recalled this turn → ``reinforce <id>`` (the
-   re-extraction feedback loop);
+2. an explicit ``supersedes`` that names a stored memory → ``supersede <id>``; failing
+   that, the same topic with a contradicting value (``backend.memory.contradiction``:
+   "the wedding moved to December" against "the wedding is in October") → ``supersede``.
+   This runs before the echo and duplicate rules on purpose: "moved to Hangzhou" is
+   usually within cosine 0.9 of the "lives in Guangzhou" it replaces, and reinforcing the
+   old fact would be exactly wrong;
+3. the same fact as a memory recalled this turn, or as a candidate of this same turn
+   already written (``siblings``) → ``reinforce <id>`` (the re-extraction feedback loop,
+   and one fact said twice in one answer). "Same fact" is retrieval's restatement test
+   (``hybrid.fact_similarity``: vector cosine, IDF-weighted token cosine, keyword
+   cosine) at ``policy.same_fact``, or ``echo_cosine`` on the vectors alone;
 4. within ``duplicate_cosine`` of a stored neighbour → ``reinforce <id>``;
 5. otherwise ``write``.
+
+Rule 0 — content, grounding, subject, vocabularies, importance calibration — runs
+before this, on the whole turn (``backend.memory.screening``).
 
 Failure policy: a missing or unusable embedding never rejects a candidate; the vector
 rules then fall back to comparing normalised text, so an embedder outage costs
@@ -31,6 +39,8 @@ from typing import Literal
 
 import numpy as np
 
+from backend.memory.contradiction import contradicts
+from backend.memory.hybrid import CorpusStats, fact_similarity, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.scoring import cosine
 from backend.memory.types import Candidate, GatePolicy, Memory
@@ -40,6 +50,8 @@ Action = Literal["write", "reinforce", "supersede", "reject"]
 # A ``supersedes`` given as text must share at least this keyword Jaccard with the stored
 # fact it names; below it we would rather write the new fact than hide the wrong old one.
 SUPERSEDE_TEXT_MIN_JACCARD = 0.5
+# ``same_fact`` reads its few memories as a sample of a namespace at least this large.
+MIN_IDF_DOCS = 50
 # A "supersede" whose new text is essentially the old text is a re-extraction, not an update.
 SAME_FACT_COSINE = 0.99
 
@@ -116,20 +128,86 @@ def find_superseded(candidate: Candidate, memories: Sequence[Memory]) -> tuple[M
     return (best, f"keywords {best_score:.2f}") if best is not None else None
 
 
+def _as_memory(candidate: Candidate, vector: np.ndarray | None, now: datetime) -> Memory:
+    return Memory(
+        id="",
+        content=candidate.content,
+        category=candidate.category,
+        importance=candidate.importance,
+        created_at=now,
+        last_accessed=now,
+        keywords=candidate.keywords,
+        embedding=vector,
+    )
+
+
+def same_fact(
+    candidate: Candidate,
+    vector: np.ndarray | None,
+    memories: Sequence[Memory],
+    *,
+    threshold: float,
+    context: Sequence[Memory] = (),
+) -> tuple[Memory, float] | None:
+    """The live memory of ``memories`` that states the candidate's fact, with its
+    similarity (``hybrid.fact_similarity``, IDF over ``memories`` and ``context``), or
+    ``None`` below ``threshold``. Ties go to the lowest id."""
+    live = [m for m in memories if not m.is_superseded]
+    if not live:
+        return None
+    epoch = min(m.created_at for m in live)
+    probe = _as_memory(candidate, vector, epoch)
+    pool = [probe, *live]
+    seen = {m.id for m in live}
+    docs = [memory_tokens(m) for m in pool]
+    docs += [memory_tokens(m) for m in context if m.id not in seen]
+    stats = CorpusStats.from_token_sets(docs)
+    # A handful of memories says little about how rare a word is: read them as a sample
+    # of a namespace of at least MIN_IDF_DOCS, so a word shared by two of them still counts.
+    stats = replace(stats, n_docs=max(stats.n_docs, MIN_IDF_DOCS))
+    similarity = fact_similarity(pool, stats)[0, 1:]
+    best: tuple[Memory, float] | None = None
+    for index in sorted(range(len(live)), key=lambda i: live[i].id):
+        score = float(similarity[index])
+        if score >= threshold and (best is None or score > best[1]):
+            best = (live[index], score)
+    return best
+
+
+def _contradicted(
+    candidate: Candidate, vector: np.ndarray | None, memories: Sequence[Memory]
+) -> tuple[Memory, str] | None:
+    """The live memory (same subject) the candidate updates with another value, the most
+    similar first; see ``backend.memory.contradiction``."""
+    found: list[tuple[float, str, Memory, str]] = []
+    for memory in {m.id: m for m in memories}.values():
+        if memory.is_superseded or memory.subject != candidate.subject:
+            continue
+        kind = contradicts(candidate.content, memory.content, vector, memory.embedding)
+        if kind is not None:
+            found.append((-(cosine(vector, memory.embedding) or 0.0), memory.id, memory, kind))
+    if not found:
+        return None
+    _, _, memory, kind = min(found, key=lambda f: (f[0], f[1]))
+    return memory, kind
+
+
 def decide(
     candidate: Candidate,
     vector: np.ndarray | None,
     *,
     recalled: Sequence[Memory] = (),
     neighbours: Sequence[Memory] = (),
+    siblings: Sequence[Memory] = (),
     policy: GatePolicy = GatePolicy(),
 ) -> GateDecision:
     """Apply the save gate to one candidate (see the module docstring for the rule order).
 
     ``recalled`` are the memories placed in this turn's context; ``neighbours`` the
-    candidate's nearest stored memories in the namespace (both with embeddings where they
-    have them). Never raises on odd input: an empty or below-threshold candidate is a
-    ``reject`` with its reason.
+    candidate's nearest stored memories in the namespace; ``siblings`` the memories this
+    turn's earlier candidates wrote (all with embeddings where they have them). Never
+    raises on odd input: an empty or below-threshold candidate is a ``reject`` with its
+    reason.
     """
     if not candidate.content.strip():
         return GateDecision("reject", reason="empty content")
@@ -154,14 +232,30 @@ def decide(
             )
         return GateDecision("supersede", old.id, reason=f"updates {old.id} ({how})", similarity=sim)
 
-    echo = _closest(vector, candidate.content, recalled, policy.echo_cosine)
-    if echo is not None:
+    updated = _contradicted(candidate, vector, [*recalled, *neighbours])
+    if updated is not None:
+        old, kind = updated
         return GateDecision(
-            "reinforce",
-            echo[0].id,
-            reason="echo of a memory recalled this turn",
-            similarity=echo[1],
+            "supersede",
+            old.id,
+            reason=f"updates {old.id} (same topic, another {kind.split(':')[0]})",
+            similarity=cosine(vector, old.embedding),
         )
+
+    for memories, what in ((recalled, "a memory recalled this turn"), (siblings, "this turn")):
+        echo = _closest(vector, candidate.content, memories, policy.echo_cosine)
+        if echo is None:
+            restated = same_fact(
+                candidate, vector, memories, threshold=policy.same_fact, context=neighbours
+            )
+            echo = None if restated is None else (restated[0], cosine(vector, restated[0].embedding))
+        if echo is not None:
+            return GateDecision(
+                "reinforce",
+                echo[0].id,
+                reason=f"the same fact as {what}" if memories is siblings else f"echo of {what}",
+                similarity=echo[1],
+            )
 
     duplicate = _closest(vector, candidate.content, neighbours, policy.duplicate_cosine)
     if duplicate is not None:

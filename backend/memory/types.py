@@ -212,6 +212,12 @@ class GatePolicy:
     min_confidence: float = 0.6  # limbic's gate
     echo_cosine: float = 0.9  # re-extraction of a fact recalled this turn
     duplicate_cosine: float = 0.92  # near-duplicate of a stored memory (configurable)
+    # The "same fact" test (``hybrid.fact_similarity``) for the echo guard and within-turn
+    # deduplication: stricter than retrieval's collapse, since a wrong merge on write
+    # loses a fact for good where one on read only hides it for a turn.
+    same_fact: float = 0.8
+    # Share of a candidate's content the user's words must hold (``memory.screening``).
+    min_support: float = 0.6
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ def _check_good(raw: str | dict[str, Any]) -> None:
     assert result.background == GOOD["background"]
     assert result.short_term == (ShortTermItem("user", "Cat knocked over a plant.", True),)
     assert [c.content for c in result.long_term] == ["The user has a cat named Miso."]
-    assert result.user_emotion == Emotion("amused", 0.5)
+    assert result.user_emotion == Emotion("joy", 0.5)  # mapped to the closed vocabulary
     assert result.dropped == ()
 
 
@@ -137,7 +137,7 @@ def test_numbers_are_clamped_and_numeric_strings_accepted() -> None:
     scores = [(c.importance, c.confidence) for c in result.long_term]
     assert scores == [(1.0, 0.0), (0.8, 0.65), (0.8, 0.5), (1.0, 0.0), (0.5, 0.5)]
     assert result.long_term[4].emotion == Emotion("joy", 1.0)
-    assert result.user_emotion == Emotion("sad", 0.0)
+    assert result.user_emotion == Emotion("sadness", 0.0)
 
 
 def test_categories_subjects_and_keywords_are_normalised() -> None:
@@ -210,7 +210,7 @@ def test_emotion_label_empty_is_none_and_string_is_accepted() -> None:
     assert parse_result(dict(GOOD, user_emotion={"label": " "}), PREVIOUS).user_emotion is None
     assert parse_result(dict(GOOD, user_emotion=None), PREVIOUS).user_emotion is None
     assert parse_result(dict(GOOD, user_emotion="Tired"), PREVIOUS).user_emotion == Emotion(
-        "tired", 0.5
+        "tiredness", 0.5
     )
 
 
@@ -305,3 +305,12 @@ def test_deep_nesting_is_not_a_crash() -> None:
     with pytest.raises(HippocampusParseError):
         parse_result("[" * 100_000 + "]" * 100_000, PREVIOUS)
     _survives("{" * 5000 + '"background": "x"' + "}" * 5000)
+
+
+def test_emotion_labels_outside_the_vocabulary_are_mapped_or_dropped() -> None:
+    made_up = parse_result(dict(GOOD, user_emotion="happy-smile,confidence:1"), PREVIOUS)
+    assert made_up.user_emotion == Emotion("joy", 0.5)
+    junk = parse_result(dict(GOOD, user_emotion={"label": "zorblax", "intensity": 1}), PREVIOUS)
+    assert junk.user_emotion is None and "user_emotion: unusable, ignored" in junk.dropped
+    neutral = parse_result(dict(GOOD, user_emotion="neutral"), PREVIOUS)
+    assert neutral.user_emotion is None and not neutral.dropped

@@ -134,3 +134,66 @@ def test_reinforce_and_link_supersession() -> None:
     assert (old2.superseded_by, new2.supersedes) == ("b", "a")
     assert old2.is_superseded and not new2.is_superseded
     assert replace(old2, superseded_by=None) == old
+
+
+def test_a_restatement_of_a_recalled_memory_reinforces_it_even_below_echo_cosine() -> None:
+    recalled = memory(
+        "m1",
+        "The user's brother Kenji just started a job as a nurse in Sapporo.",
+        keywords=("kenji", "nurse", "sapporo"),
+        vector=E0,
+    )
+    restated = candidate(
+        "The user's brother Kenji is a nurse in Sapporo.", keywords=("kenji", "nurse", "sapporo")
+    )
+    decision = decide(restated, rotated(E0, 0.8), recalled=[recalled])
+    assert (decision.action, decision.target_id) == ("reinforce", "m1")
+    assert decision.reason == "echo of a memory recalled this turn"
+
+
+def test_one_fact_said_twice_in_one_turn_is_one_memory() -> None:
+    first = memory(
+        "m1", "My brother Kenji just started a job as a nurse in Sapporo.", vector=E0
+    )
+    decision = decide(
+        candidate("The user's brother Kenji is a nurse in Sapporo."),
+        rotated(E0, 0.85),
+        siblings=[first],
+    )
+    assert (decision.action, decision.target_id) == ("reinforce", "m1")
+    assert decision.reason == "the same fact as this turn"
+
+
+def test_related_but_distinct_facts_are_both_written() -> None:
+    wedding = memory(
+        "m1",
+        "The user's sister Xiaoyu is getting married in Chengdu in December.",
+        keywords=("sister", "wedding", "chengdu"),
+    )
+    speech = candidate(
+        "Xiaoyu asked the user to give a speech at the wedding.", keywords=("speech", "wedding")
+    )
+    assert decide(speech, None, siblings=[wedding], recalled=[wedding]).action == "write"
+
+
+def test_the_same_topic_with_another_value_supersedes_without_being_told() -> None:
+    old = memory("m1", "The user's IELTS exam is in March.", vector=E0)
+    new = candidate("The user's IELTS exam moved to May.")
+    decision = decide(new, rotated(E0, 0.7), neighbours=[old])
+    assert (decision.action, decision.target_id) == ("supersede", "m1")
+    assert "another month" in decision.reason
+    weight = memory("m2", "The user weighs 72 kg.")
+    assert decide(candidate("The user now weighs 69.5 kg."), None, neighbours=[weight]).action == (
+        "supersede"
+    )
+
+
+def test_other_units_or_other_topics_do_not_supersede() -> None:
+    hamster = memory("m1", "The user's hamster Tudou is 2 years old.")
+    assert decide(candidate("The user runs 3 km at night."), None, neighbours=[hamster]).action == (
+        "write"
+    )
+    persona = replace(memory("m2", "The companion's exam is in March."), subject="persona")
+    assert decide(candidate("The user's exam is in May."), None, neighbours=[persona]).action == (
+        "write"
+    )

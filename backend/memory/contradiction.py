@@ -1,0 +1,126 @@
+"""Same topic, another value: a new fact that updates an older one without saying so.
+
+The save gate's rule 4 (memory-model.md): an older fact is superseded when the
+hippocampus names it (``supersedes``) *or* when the new fact is on the same topic with a
+contradicting value. Small local models never name what they update, so this module
+finds the second case from the text alone, conservatively (a wrong supersession hides a
+true fact):
+
+- **values** (:func:`values`): month names (English and Chinese, "10月", "十月"),
+  weekdays, and numbers with their unit (the word right after: "72 kg", "3km", "6 am";
+  or the content word right before when none follows: "score 5.5");
+- **same topic**: the two facts share at least ``MIN_SHARED`` content tokens besides
+  their values (``grounding.content_tokens``), or their vectors are at least
+  ``TOPIC_COSINE`` apart when both have one and they share one token;
+- **contradiction**: for some kind of value (months; weekdays; numbers of one unit) both
+  facts have values and they have none in common.
+
+"The wedding moved to December" against "the wedding is in October"; "weighs 69.5 kg"
+against "weighs 72 kg". Not "runs 3 km" against "has run for 2 years" (other units).
+
+Pure: no I/O, never raises.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+
+import numpy as np
+
+from backend.memory.grounding import content_tokens
+from backend.memory.scoring import cosine
+
+MIN_SHARED = 2
+TOPIC_COSINE = 0.55
+
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH_ABBREVIATIONS = {m[:3]: m for m in _MONTHS if m != "may"} | {"sept": "september"}
+_ZH_MONTHS = "一 二 三 四 五 六 七 八 九 十 十一 十二".split()
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_NUMBER_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*([^\W\d_]+)?")
+_ZH_MONTH = re.compile(r"(十[一二]?|[一二三四五六七八九])月|(\d{1,2})\s*月")
+_WORD = re.compile(r"[^\W\d_]+")
+_MAY = re.compile(r"(?<![.!?]\s)(?<!^)\bMay\b")
+# Words that never name what a number measures.
+_NOT_UNITS = frozenset(
+    "and or to in on at of the a an is are was were from for with by now currently about "
+    "around still only just".split()
+)
+_ORDINALS = frozenset({"st", "nd", "rd", "th"})
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def values(text: str) -> dict[str, frozenset[str]]:
+    """The values of ``text`` by kind: ``month``, ``weekday``, ``number:<unit>``."""
+    found: dict[str, set[str]] = defaultdict(set)
+    lowered = _normalise(text)
+    words = _WORD.findall(lowered)
+    for word in words:
+        if word == "may":  # the month only when capitalised mid-sentence, not the verb
+            if _MAY.search(text):
+                found["month"].add(word)
+        elif word in _MONTHS:
+            found["month"].add(word)
+        elif word in _MONTH_ABBREVIATIONS:
+            found["month"].add(_MONTH_ABBREVIATIONS[word])
+        elif word in _WEEKDAYS:
+            found["weekday"].add(word)
+    for match in _ZH_MONTH.finditer(lowered):
+        if match.group(1):
+            found["month"].add(_MONTHS[_ZH_MONTHS.index(match.group(1))])
+        elif match.group(2) and 1 <= int(match.group(2)) <= 12:
+            found["month"].add(_MONTHS[int(match.group(2)) - 1])
+    for match in _NUMBER_UNIT.finditer(lowered):
+        number, unit = match.group(1), match.group(2)
+        if unit and unit.startswith("月"):
+            continue  # a Chinese month, counted above
+        if unit in _ORDINALS:
+            unit = "day"  # "December 20th"
+        elif not unit or unit in _NOT_UNITS:
+            before = [w for w in _WORD.findall(lowered[: match.start()]) if w not in _NOT_UNITS]
+            unit = before[-1] if before else ""
+        found[f"number:{unit}"].add(str(float(number)))
+    return {kind: frozenset(v) for kind, v in found.items()}
+
+
+def _value_words(kinds: dict[str, frozenset[str]]) -> set[str]:
+    words = set(kinds.get("month", ())) | set(kinds.get("weekday", ()))
+    return words | {w[:3] for w in words}
+
+
+def same_topic(
+    a: str, b: str, vector_a: np.ndarray | None = None, vector_b: np.ndarray | None = None
+) -> bool:
+    """Whether two facts talk about the same thing (module docstring)."""
+    ignore = _value_words(values(a)) | _value_words(values(b))
+    shared = {
+        t
+        for t in content_tokens(a) & content_tokens(b)
+        if t not in ignore and not t[:1].isdigit()
+    }
+    if len(shared) >= MIN_SHARED:
+        return True
+    similarity = cosine(vector_a, vector_b)
+    return bool(shared) and similarity is not None and similarity >= TOPIC_COSINE
+
+
+def contradicts(
+    new: str, old: str, vector_new: np.ndarray | None = None, vector_old: np.ndarray | None = None
+) -> str | None:
+    """The kind of value on which ``new`` contradicts ``old`` on the same topic, or ``None``."""
+    new_values, old_values = values(new), values(old)
+    clashes = [
+        kind
+        for kind in sorted(new_values.keys() & old_values.keys())
+        if not new_values[kind] & old_values[kind]
+    ]
+    if not clashes or not same_topic(new, old, vector_new, vector_old):
+        return None
+    return clashes[0]

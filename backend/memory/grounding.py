@@ -1,0 +1,216 @@
+"""Is a proposed memory grounded in what was said, and does it say anything at all?
+
+The save gate's rule 0 (memory-model.md, "The save gate"): a model's candidate is a
+proposal, never the evidence. This module measures the evidence.
+
+**Content tokens** of a text (:func:`content_tokens`): NFKC, case-folded; Latin words
+(letters, two or more) minus English stop words, subject words ("user", "they", "my"…)
+and framing words ("said", "mentioned", "named"…), each folded by the hybrid module's
+light suffix folding ("married"/"marry" meet); numbers as written ("3", "69.5"); CJK runs
+as character bigrams (a single character stays itself), minus a few function bigrams.
+
+**Support** of a candidate by some source texts (:func:`support`): the share of the
+candidate's content tokens found among the sources' tokens. A Latin token also matches a
+source token sharing its first five letters ("marriage" ~ "married"), since a
+paraphrase keeps stems, not endings.
+
+**Grounded** (:func:`grounding`): support at least ``min_support`` AND every number and
+every capitalised name in the candidate (a word capitalised mid-sentence, or a Latin
+word in a CJK sentence) found in the sources. A hallucinated book title or date fails
+the second test even inside a sentence that is otherwise supported.
+
+**Content-free** (:func:`is_content_free`): fewer than two content tokens once greetings,
+thanks, filler and laughter (English and Chinese) are removed: "hi", "Hello there",
+"The user said goodnight", "谢谢你", "哈哈哈".
+
+Pure: no I/O, never raises for any string.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from backend.memory.hybrid import fold
+from backend.memory.keywords import STOP_WORDS_EN, is_cjk
+
+# Who a memory is about, and the words that frame a fact rather than state it.
+_SUBJECT_WORDS = frozenset(
+    """
+    user users user's companion companions assistant persona bot they them their theirs
+    themselves themself he him his she her hers i me my mine myself we us our ours you your
+    yours yourself the a an is are was were be been am it its this that these those
+    currently now also still really very
+    to of in on at by as or if so up do go am is be no it us an
+    """.split()
+)
+_FRAMING_WORDS = frozenset(
+    """
+    said says say saying told tell tells mentioned mention mentions shared share shares
+    asked ask asks wrote write writes talked talk talks chat chatted chatting stated state
+    states noted note notes named name called call calls expressed express expresses
+    feel feels felt feeling fact memory remember remembers conversation message messages
+    has have had having does did do is
+    """.split()
+)
+# Greetings, thanks, filler and laughter: never memories on their own.
+_PHATIC_WORDS = frozenset(
+    """
+    hi hello hey hiya yo howdy greetings greeting greeted greet welcome morning evening
+    afternoon night goodnight gn bye goodbye farewell later cya see soon thanks thank
+    thanked thx ty cheers appreciate please sorry ok okay okey alright sure yes yeah yep
+    yup no nope nah fine good great nice cool lol lmao haha hahaha hehe hmm hm um uh oh ah
+    wow everyone everybody there guys all again back how doing going well meet meeting
+    pleasure glad day today chat chatting talk talking
+    """.split()
+)
+_PHATIC_ZH = tuple(
+    sorted(
+        """
+        你好 您好 早上好 晚上好 下午好 早安 晚安 午安 再见 拜拜 回头见 谢谢 谢谢你 感谢 多谢
+        不客气 没事 没关系 好的 好吧 好 嗯嗯 嗯 哈哈哈 哈哈 呵呵 嘿嘿 哦 啊 呀 吧 呢 吗 了
+        大家好 在吗 你在吗 晚安啦
+        """.split(),
+        key=len,
+        reverse=True,
+    )
+)
+# CJK bigrams that carry no content (用户 is "the user").
+_CJK_FUNCTION = frozenset("用户 我的 你的 他的 她的 我们 你们 他们 的是 是一 一个 这个 那个".split())
+
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
+STEM_PREFIX = 5  # letters two Latin tokens must share to count as one word
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text or "").casefold()
+
+
+def _cjk_tokens(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def _split_cjk(word: str) -> list[str]:
+    """A token mixing CJK and other letters, cut into its CJK and non-CJK runs."""
+    runs: list[str] = []
+    for ch in word:
+        if runs and is_cjk(ch) == is_cjk(runs[-1][-1]):
+            runs[-1] += ch
+        else:
+            runs.append(ch)
+    return runs
+
+
+@lru_cache(maxsize=16_384)
+def _tokens(text: str, ignore: frozenset[str]) -> frozenset[str]:
+    out: set[str] = set()
+    for raw in _TOKEN.findall(_normalise(text)):
+        raw = raw.replace("’", "'")
+        if raw.endswith("'s"):
+            raw = raw[:-2]
+        for word in _split_cjk(raw) if not raw.isascii() else [raw]:
+            if is_cjk(word):
+                out.update(t for t in _cjk_tokens(word) if t not in _CJK_FUNCTION)
+            elif word[0].isdigit():
+                out.add(word.replace(",", ""))
+            elif len(word) >= 2 and word not in ignore:
+                out.add(fold(word))
+    return frozenset(out)
+
+
+_IGNORED = STOP_WORDS_EN | _SUBJECT_WORDS | _FRAMING_WORDS
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    """The content tokens of ``text`` (see the module docstring)."""
+    return _tokens(text, _IGNORED)
+
+
+def _strip_phatic_zh(text: str) -> str:
+    for phrase in _PHATIC_ZH:
+        text = text.replace(phrase, " ")
+    return text
+
+
+def is_content_free(text: str) -> bool:
+    """True for greetings, thanks, filler and anything with under two content tokens."""
+    stripped = _strip_phatic_zh(_normalise(text))
+    tokens = _tokens(stripped, _IGNORED | _PHATIC_WORDS)
+    latin = [t for t in tokens if not is_cjk(t)]
+    cjk_chars = {ch for t in tokens if is_cjk(t) for ch in t}
+    # Two Latin content words, or a Latin word and a CJK one, or a few CJK characters.
+    return len(latin) + (len(cjk_chars) + 1) // 2 < 2
+
+
+def _matches(token: str, pool: frozenset[str], stems: frozenset[str]) -> bool:
+    if token in pool:
+        return True
+    return (
+        len(token) >= STEM_PREFIX
+        and token.isascii()
+        and token.isalpha()
+        and token[:STEM_PREFIX] in stems
+    )
+
+
+def _stems(pool: frozenset[str]) -> frozenset[str]:
+    return frozenset(
+        t[:STEM_PREFIX] for t in pool if len(t) >= STEM_PREFIX and t.isascii() and t.isalpha()
+    )
+
+
+def support(text: str, sources: Iterable[str]) -> float:
+    """The share of ``text``'s content tokens found in ``sources`` (1.0 when it has none)."""
+    tokens = content_tokens(text)
+    if not tokens:
+        return 1.0
+    pool = frozenset().union(*(content_tokens(s) for s in sources))
+    stems = _stems(pool)
+    return sum(_matches(t, pool, stems) for t in tokens) / len(tokens)
+
+
+def specifics(text: str) -> frozenset[str]:
+    """Numbers and names in ``text``: what must appear in the sources verbatim.
+
+    Names are words capitalised mid-sentence (not after ``.!?``), minus subject words
+    ("User", "Companion"); in a text with CJK, every Latin word counts as a name.
+    """
+    out = {n.replace(",", "") for n in _NUMBER.findall(unicodedata.normalize("NFKC", text))}
+    if any(is_cjk(ch) for ch in text):
+        names = {w.casefold() for w in re.findall(r"[A-Za-z]{2,}", text)}
+    else:
+        names = {m.casefold() for m in _CAPITALISED.findall(text)}
+    names = {fold(n) for n in names if n not in _SUBJECT_WORDS and n not in STOP_WORDS_EN}
+    return frozenset(out | names)
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """How well some sources support a text: the share of its content, and what is missing."""
+
+    support: float
+    missing_specifics: tuple[str, ...]
+
+    def ok(self, min_support: float) -> bool:
+        return self.support >= min_support and not self.missing_specifics
+
+
+def grounding(text: str, sources: Iterable[str]) -> Grounding:
+    """:func:`support` plus the numbers and names of ``text`` the sources never mention."""
+    sources = list(sources)
+    pool = frozenset().union(*(content_tokens(s) for s in sources))
+    raw = " ".join(_normalise(s) for s in sources)
+    stems = _stems(pool)
+    missing = sorted(
+        s
+        for s in specifics(text)
+        if not (_matches(s, pool, stems) or (s[:1].isdigit() and s in raw))
+    )
+    return Grounding(support(text, sources), tuple(missing))

@@ -1,0 +1,182 @@
+"""The save gate's rule 0: screen a turn's candidates before they reach the store.
+
+The hippocampus model proposes; this module decides, from evidence the model cannot
+invent (memory-model.md, "The save gate", rule 0):
+
+1. **Content.** Greetings, thanks, filler and other content-free text are rejected
+   (``grounding.is_content_free``).
+2. **Grounding and subject.** The subject comes from who said it, never from the model's
+   label: a candidate supported by the user's words (``grounding.grounding``: enough of
+   its content, and every number and name) is about the user, whatever the model said; one
+   the model files under ``persona`` and that is supported by the persona's card or its own
+   replies is about the persona; anything else is rejected with its support figures — an
+   assistant reply filed as a user fact, a prompt's example sentence, an invented title.
+3. **Closed vocabularies.** The category is the model's when it is specific; a vague
+   ``personal_fact``/``general`` (small models file everything there) yields to a clear
+   lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
+   is mapped to the closed vocabulary (``emotions.canonical_emotion``) or dropped.
+4. **Importance** is calibrated, not copied: half a prior from the category and the
+   content (names and numbers make a fact more specific, a two-word fact less), half the
+   model's number. A model that rates everything 1.0 moves every fact up by the same
+   amount at most, and still cannot lift junk past rules 1 and 2.
+
+Within-turn deduplication and the echo guard need the candidates' vectors, so they are
+in ``gate.decide`` (its ``siblings`` and ``recalled``), using the same "same fact" test.
+
+Pure: no I/O, never raises for odd input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from backend.memory.emotions import canonical_emotion
+from backend.memory.grounding import Grounding, content_tokens, grounding, is_content_free, specifics
+from backend.memory.types import Candidate, Emotion, clamp01
+
+# Share of a candidate's content tokens the sources must hold (see grounding.py).
+MIN_SUPPORT = 0.6
+
+# How important a fact of each category is before the model's opinion.
+CATEGORY_PRIOR: dict[str, float] = {
+    "health": 0.9,
+    "relationship": 0.8,
+    "personal_fact": 0.7,
+    "work": 0.7,
+    "preference": 0.6,
+    "interest": 0.6,
+    "experience": 0.55,
+    "general": 0.5,
+    "emotion": 0.35,
+}
+MODEL_SHARE = 0.5  # the model's importance counts for half
+
+# Lexical cues for a category, checked in this order (the first match wins).
+_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (category, re.compile(pattern, re.IGNORECASE))
+    for category, pattern in (
+        (
+            "health",
+            r"\b(allerg\w*|intoleran\w*|injur\w*|tendon\w*|tendin\w*|surgery|doctor|"
+            r"physio\w*|pain|asthma|diabet\w*|medication|medicine|sprain\w*|fracture\w*|"
+            r"illness|sick|symptom\w*|anaphyla\w*|epipen|migraine\w*|insomnia|pregnan\w*|"
+            r"achilles|knee|ankle|back pain)\b|过敏|受伤|手术|医生|疼|病",
+        ),
+        (
+            "relationship",
+            r"\b(sister|brother|mother|mum|mom|father|dad|parents?|wife|husband|partner|"
+            r"boyfriend|girlfriend|fianc\w*|friend\w*|son|daughter|grand\w+|aunt|uncle|"
+            r"cousin|niece|nephew|family|married|wedding|coworker|colleague)\b|"
+            r"姐姐|妹妹|哥哥|弟弟|妈妈|爸爸|父母|朋友|男朋友|女朋友|老公|老婆|婚礼|结婚",
+        ),
+        (
+            "work",
+            r"\b(job|jobs|works?|working|career|boss|office|company|employer|salary|client|"
+            r"freelanc\w*|colleagues?|promot\w*|intern\w*|studio|profession\w*)\b|工作|公司|老板|上班",
+        ),
+        (
+            "preference",
+            r"\b(likes?|loves?|prefers?|favou?rite|hates?|dislikes?|enjoys?|can't stand)\b|"
+            r"喜欢|讨厌|最爱",
+        ),
+    )
+)
+_VAGUE = frozenset({"personal_fact", "general"})
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What was said in the turns the hippocampus saw: the user's messages, and the
+    persona's own words (its card and its replies)."""
+
+    user: tuple[str, ...] = ()
+    persona: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """A candidate after screening: ``rejected`` holds the reason when it must not be
+    stored; otherwise ``candidate`` carries the subject, category, emotion and importance
+    decided here."""
+
+    candidate: Candidate
+    rejected: str | None = None
+
+
+def infer_category(content: str, proposed: str) -> str:
+    """The model's category when specific; else the first lexical cue's, else the model's."""
+    if proposed not in _VAGUE:
+        return proposed
+    for category, cue in _CUES:
+        if cue.search(content):
+            return category
+    return proposed
+
+
+def calibrate_importance(model_importance: float, category: str, content: str) -> float:
+    """Half a prior (category, specificity), half the model's number (module docstring)."""
+    prior = CATEGORY_PRIOR.get(category, CATEGORY_PRIOR["general"])
+    if specifics(content):
+        prior += 0.1
+    if len(content_tokens(content)) <= 2:
+        prior -= 0.1
+    return clamp01((1 - MODEL_SHARE) * clamp01(prior) + MODEL_SHARE * model_importance)
+
+
+def _closed_emotion(emotion: Emotion | None) -> Emotion | None:
+    if emotion is None:
+        return None
+    label = canonical_emotion(emotion.label)
+    return None if label is None else Emotion(label=label, intensity=emotion.intensity)
+
+
+def _describe(result: Grounding) -> str:
+    text = f"support {result.support:.2f}"
+    if result.missing_specifics:
+        text += ", never said: " + ", ".join(result.missing_specifics[:5])
+    return text
+
+
+def screen_one(
+    candidate: Candidate, evidence: Evidence, *, min_support: float = MIN_SUPPORT
+) -> Screened:
+    """Rules 1-4 of the module docstring for one candidate."""
+    content = candidate.content.strip()
+    if is_content_free(content):
+        return Screened(candidate, "content-free: a greeting, thanks or filler")
+    by_user = grounding(content, evidence.user)
+    if by_user.ok(min_support):
+        subject = "user"
+    else:
+        by_persona = grounding(content, evidence.persona)
+        if candidate.subject == "persona" and by_persona.ok(min_support):
+            subject = "persona"
+        elif by_persona.ok(min_support):
+            return Screened(candidate, "said by the companion, not by the user")
+        else:
+            return Screened(candidate, f"not grounded in what the user said ({_describe(by_user)})")
+    category = infer_category(content, candidate.category)
+    return Screened(
+        replace(
+            candidate,
+            content=content,
+            subject=subject,
+            category=category,
+            emotion=_closed_emotion(candidate.emotion),
+            importance=calibrate_importance(candidate.importance, category, content),
+        )
+    )
+
+
+def screen(
+    candidates: Iterable[Candidate], evidence: Evidence, *, min_support: float = MIN_SUPPORT
+) -> list[Screened]:
+    """Screen each candidate (same order); see the module docstring."""
+    return [screen_one(c, evidence, min_support=min_support) for c in candidates]
+
+
+def accepted(screened: Sequence[Screened]) -> list[Candidate]:
+    """The candidates that passed."""
+    return [s.candidate for s in screened if s.rejected is None]

@@ -1,0 +1,52 @@
+"""Same topic, another value (backend.memory.contradiction)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.memory.contradiction import contradicts, values
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The wedding is on December 20th.", {"month": {"december"}, "number:day": {"20.0"}}),
+        ("The user weighs 72 kg.", {"number:kg": {"72.0"}}),
+        ("Her IELTS speaking score is now 6.0.", {"number:score": {"6.0"}}),
+        ("用户的考试改到5月。", {"month": {"may"}}),
+        ("用户的雅思考试在三月。", {"month": {"march"}}),
+        ("The user may go running on Sunday.", {"weekday": {"sunday"}}),
+        ("The exam moved to May.", {"month": {"may"}}),
+    ],
+)
+def test_values(text: str, expected: dict[str, set[str]]) -> None:
+    assert {k: set(v) for k, v in values(text).items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "kind"),
+    [
+        ("The user's IELTS speaking score is 6.0.", "The user's IELTS speaking score is 5.5.",
+         "number:score"),
+        ("The user now weighs 69.5 kg.", "The user weighs 72 kg.", "number:kg"),
+        ("The wedding of the user's sister is on December 20th.",
+         "The wedding of the user's sister is in October.", "month"),
+        ("The user's IELTS exam is on May 10.", "The user's IELTS exam is in March.", "month"),
+    ],
+)
+def test_contradictions(new: str, old: str, kind: str) -> None:
+    assert contradicts(new, old) == kind
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("The user runs 3 km along the river.", "The user has had a hamster for 2 years."),
+        ("The user's sister's wedding is on December 20th.",
+         "The user will give a speech to 200 people."),
+        ("The user's exam is in May.", "The user's exam is in May, in Beijing."),
+        ("The user's exam is in May.", "The user's brother was born in March."),
+    ],
+)
+def test_no_contradiction(new: str, old: str) -> None:
+    assert contradicts(new, old) is None

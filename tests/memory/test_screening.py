@@ -1,0 +1,197 @@
+"""The save gate's rule 0: content, grounding, subject, vocabularies, importance."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
+from backend.memory.grounding import grounding, is_content_free, support
+from backend.memory.screening import (
+    Evidence,
+    calibrate_importance,
+    infer_category,
+    screen,
+    screen_one,
+)
+from backend.memory.types import Candidate, Emotion
+
+USER = (
+    "deadline brain. I'm Xiaoman btw, most people just call me Man",
+    "oh and big news from today, my older sister Xiaoyu is getting married in October! "
+    "in Chengdu",
+    "vent mostly. also my hamster Tudou is sprinting on his wheel. so loud at 2am",
+    "hamsters are nocturnal so yes lol. he's a little golden guy, two years old",
+    "except I'm lactose intolerant so that was dumb",
+)
+PERSONA = (
+    "Juniper",
+    "You are Juniper, who keeps a small general store and drinks oolong every evening.",
+    "It's normal to feel scared of thunder, lots of people are.",
+)
+EVIDENCE = Evidence(user=USER, persona=PERSONA)
+
+
+def fact(content: str, **kw: object) -> Candidate:
+    fields: dict[str, object] = {"importance": 0.8, "confidence": 0.9, "category": "general"}
+    fields.update(kw)
+    return Candidate(content=content, **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hi",
+        "Hello!",
+        "Hello there",
+        "Hi everyone!",
+        "The user said hello.",
+        "The user thanked the companion.",
+        "ok, goodnight!",
+        "你好",
+        "谢谢你",
+        "哈哈哈",
+        "晚安啦",
+        "The user is happy.",
+    ],
+)
+def test_content_free_text_is_recognised(text: str) -> None:
+    assert is_content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I love green tea.",
+        "The user's hamster Tudou is two years old.",
+        "The user is lactose intolerant.",
+        "我妹妹在成都",
+        "用户对乳糖不耐受",
+    ],
+)
+def test_facts_are_content(text: str) -> None:
+    assert not is_content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The user's name is Xiaoman; people call her Man.",
+        "The user's older sister Xiaoyu is getting married in October in Chengdu.",
+        "The user's hamster Tudou is a two-year-old golden hamster.",
+        "The user is lactose intolerant.",
+    ],
+)
+def test_paraphrases_of_the_users_words_are_grounded(text: str) -> None:
+    assert grounding(text, USER).ok(0.6)
+
+
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        ("The user's sister Mei lives in Osaka.", ("mei", "osaka")),  # the prompt's example
+        ("The user is reading The Hobbit by Tolkien.", ("hobbit", "tolkien")),
+        ("The user wakes up at 6 AM every day.", ("6",)),
+    ],
+)
+def test_invented_names_and_numbers_are_not_grounded(text: str, missing: tuple[str, ...]) -> None:
+    result = grounding(text, USER)
+    assert not result.ok(0.6)
+    assert set(missing) <= set(result.missing_specifics)
+
+
+def test_support_counts_stems_not_endings() -> None:
+    assert support("The user's sister's marriage is in Chengdu.", ["my sister married in Chengdu"]) == 1
+    assert support("The user plans a marriage.", ["my sister married"]) == 0.5
+
+
+def test_screening_rejects_junk_with_reasons() -> None:
+    out = screen(
+        [
+            fact("Hello there"),
+            fact("The user's sister Mei lives in Osaka."),
+            fact("It's normal to feel scared of thunder."),
+            fact("The user is lactose intolerant."),
+        ],
+        EVIDENCE,
+    )
+    reasons = [s.rejected for s in out]
+    assert reasons[0] is not None and reasons[0].startswith("content-free")
+    assert reasons[1] is not None and "never said: mei, osaka" in reasons[1]
+    assert reasons[2] == "said by the companion, not by the user"
+    assert reasons[3] is None
+
+
+def test_subject_comes_from_who_said_it() -> None:
+    user_fact = screen_one(fact("The user's hamster is called Tudou.", subject="persona"), EVIDENCE)
+    assert user_fact.rejected is None and user_fact.candidate.subject == "user"
+    persona_fact = screen_one(
+        fact("The companion Juniper drinks oolong every evening.", subject="persona"), EVIDENCE
+    )
+    assert persona_fact.rejected is None and persona_fact.candidate.subject == "persona"
+
+
+def test_persona_focus_text_is_not_evidence() -> None:
+    focus = "Milestones and dates that matter to them, their routines and small preferences."
+    assert screen_one(fact(focus), EVIDENCE).rejected is not None
+
+
+@pytest.mark.parametrize(
+    ("content", "proposed", "expected"),
+    [
+        ("The user is lactose intolerant.", "personal_fact", "health"),
+        ("The user's sister Xiaoyu is getting married.", "general", "relationship"),
+        ("The user got a job as a concept artist.", "personal_fact", "work"),
+        ("The user loves green tea.", "general", "preference"),
+        ("The user has a hamster called Tudou.", "personal_fact", "personal_fact"),
+        ("The user is lactose intolerant.", "preference", "preference"),  # specific: kept
+    ],
+)
+def test_vague_categories_yield_to_clear_cues(content: str, proposed: str, expected: str) -> None:
+    assert infer_category(content, proposed) == expected
+
+
+def test_importance_is_calibrated_not_copied() -> None:
+    always_max = [
+        calibrate_importance(1.0, category, text)
+        for category, text in (
+            ("emotion", "The user feels a bit tired tonight."),
+            ("health", "The user is allergic to peanuts."),
+        )
+    ]
+    assert always_max[0] < 0.75 < always_max[1]
+    assert calibrate_importance(1.0, "health", "x y") < 1.0
+    assert calibrate_importance(0.1, "health", "The user is allergic to peanuts.") > 0.4
+
+
+def test_emotion_labels_come_from_the_closed_vocabulary() -> None:
+    screened = screen_one(
+        fact(
+            "The user is lactose intolerant.",
+            emotion=Emotion("happy-smile,confidence:1", 0.8),
+        ),
+        EVIDENCE,
+    )
+    assert screened.candidate.emotion == Emotion("joy", 0.8)
+    assert screen_one(
+        fact("The user is lactose intolerant.", emotion=Emotion("zorblax", 0.5)), EVIDENCE
+    ).candidate.emotion is None
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"),
+    [
+        ("happy-smile,confidence:1", "joy"),
+        ("Stressed!", "anxiety"),
+        ("worried", "anxiety"),
+        ("neutral", None),
+        ("我很开心", "joy"),
+        ("不开心", "sadness"),
+        ("exhausted", "tiredness"),
+        ("", None),
+        ("42", None),
+        ("anxiety", "anxiety"),
+    ],
+)
+def test_canonical_emotion(label: str, expected: str | None) -> None:
+    assert canonical_emotion(label) == expected
+    assert expected is None or expected in EMOTION_LABELS
