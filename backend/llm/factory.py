@@ -16,12 +16,15 @@ def build_chat_model(provider: Provider, **options: Any) -> ChatModel:
     ``OpenAICompatChatModel`` (``base_url``, ``model``, ``api_key``, ``temperature``,
     ``max_tokens``, ``timeout``, ``max_retries``, ``supports_tools``).
     ``"embedded"``: llama.cpp in-process; options are those of ``EmbeddedLlamaChatModel``
-    (``model_path``, ``n_ctx``, ``n_threads``, ``temperature``, ``max_tokens``,
-    ``repeat_penalty``, ``seed``).
+    (``preset`` — a name from ``backend.llm.presets``, which brings the file, the display
+    name, the chat format and the sha256 checked at load — or ``model_path``, then
+    ``n_ctx``, ``n_threads``, ``temperature``, ``max_tokens``, ``repeat_penalty``,
+    ``seed``); neither ``preset`` nor ``model_path`` means ``presets.DEFAULT_PRESET``.
 
-    Failure policy: an unknown provider or option is a ``ValueError``/``TypeError`` (bad
-    configuration fails at start); a missing embedded model is ``LLMUnavailable``. No I/O
-    happens here besides checking that the embedded model file exists.
+    Failure policy: an unknown provider, option or preset is a ``ValueError``/``TypeError``
+    (bad configuration fails at start); a missing embedded model is ``LLMUnavailable``. No
+    I/O happens here besides checking that the embedded model file exists (its sha256 is
+    checked when it loads).
     """
     if provider == "openai":
         from backend.llm.openai_compat import OpenAICompatChatModel

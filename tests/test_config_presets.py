@@ -1,0 +1,117 @@
+"""``"model": "<preset>"`` in an embedded chat or hippocampus section: checked against the
+preset registry and the installed files, exclusive with ``model_path``, readable errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.config import ConfigError, Settings, load_settings
+from backend.llm import presets
+
+INSTALLED = "qwen2.5-coder-0.5b"
+MISSING = "qwen2.5-coder-1.5b"
+
+
+@pytest.fixture(autouse=True)
+def models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A models folder where only qwen2.5-coder-0.5b is installed (an empty stand-in file:
+    the configuration checks that a preset is installed, its sha256 is checked at load)."""
+    folder = tmp_path / "venv-models"
+    folder.mkdir()
+    (folder / f"{INSTALLED}.gguf").write_bytes(b"")
+    monkeypatch.setattr(presets, "models_dir", lambda: folder)
+    return folder
+
+
+def load(tmp_path: Path, data: dict[str, Any], env: dict[str, str] | None = None) -> Settings:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return load_settings(path, env or {})
+
+
+def problems(tmp_path: Path, data: dict[str, Any], env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, data, env)
+    return str(info.value)
+
+
+def test_no_model_means_the_default_preset(tmp_path: Path) -> None:
+    settings = load(tmp_path, {})
+    assert settings.chat.model is None and settings.chat.model_path is None  # type: ignore[union-attr]
+    assert settings.hippocampus.model is None  # type: ignore[union-attr]
+
+
+def test_a_preset_per_role(tmp_path: Path) -> None:
+    settings = load(tmp_path, {"chat": {"model": INSTALLED}, "hippocampus": {"model": INSTALLED}})
+    assert settings.chat.provider == settings.hippocampus.provider == "embedded"
+    assert settings.chat.model == settings.hippocampus.model == INSTALLED
+    assert settings.hippocampus.temperature == 0.2  # the role's other defaults stay
+
+
+def test_a_preset_from_the_environment(tmp_path: Path) -> None:
+    settings = load(tmp_path, {}, {"LM__HIPPOCAMPUS__MODEL": INSTALLED})
+    assert settings.hippocampus.model == INSTALLED
+    message = problems(tmp_path, {}, {"LM__HIPPOCAMPUS__MODEL": "qwen"})
+    assert message.startswith("environment LM__HIPPOCAMPUS__MODEL: hippocampus.model: ")
+
+
+def test_an_unknown_preset_lists_the_presets(tmp_path: Path) -> None:
+    assert problems(tmp_path, {"chat": {"model": "gpt-4o"}}) == (
+        "config.json: chat.model: must be a local model preset: smollm2-135m, "
+        'qwen2.5-coder-0.5b, qwen2.5-coder-1.5b (for a model on a server add "provider": '
+        '"openai") (got "gpt-4o")'
+    )
+
+
+def test_a_preset_that_is_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
+    message = problems(tmp_path, {"hippocampus": {"model": MISSING}})
+    assert message.startswith(
+        f"config.json: hippocampus.model: preset {MISSING} is not installed: "
+        f"run ./install.sh --model {MISSING}"
+    )
+
+
+def test_model_and_model_path_are_exclusive(tmp_path: Path) -> None:
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(b"")
+    assert problems(tmp_path, {"chat": {"model": INSTALLED, "model_path": "mine.gguf"}}) == (
+        "config.json: chat: give model (a preset) or model_path (a GGUF file), not both"
+    )
+    settings = load(tmp_path, {"chat": {"model_path": "mine.gguf"}})
+    assert settings.chat.model_path == gguf.resolve()  # type: ignore[union-attr]
+
+
+def test_one_line_per_problem(tmp_path: Path) -> None:
+    message = problems(
+        tmp_path, {"chat": {"model": "tiny"}, "hippocampus": {"model": MISSING, "n_ctx": 10}}
+    )
+    lines = message.splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("config.json: chat.model: must be a local model preset")
+    assert any(line.startswith("config.json: hippocampus.model: preset ") for line in lines)
+    assert any("hippocampus.n_ctx: must be between 256 and 1048576" in line for line in lines)
+
+
+def test_server_roles_keep_their_free_model_names(tmp_path: Path) -> None:
+    settings = load(tmp_path, {"chat": {"provider": "openai", "model": "gpt-4o-mini"}})
+    assert settings.chat.model == "gpt-4o-mini"
+    # The embedding role has no presets: a model name there still points at "provider".
+    assert 'add "provider": "openai"' in problems(tmp_path, {"embedding": {"model": "x"}})
+
+
+def test_the_docs_example_is_valid_with_the_presets_installed(tmp_path: Path, models: Path) -> None:
+    # A ```jsonc block: tests/test_config.py validates the ```json ones on any machine, but
+    # this one needs the Qwen presets installed (faked here).
+    doc = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+    section = doc.read_text(encoding="utf-8").split("## Local model presets", 1)[1]
+    blocks = re.findall(r"```jsonc\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)
+    assert blocks
+    (models / f"{MISSING}.gguf").write_bytes(b"")
+    for block in blocks:
+        settings = load(tmp_path, json.loads(block))
+        assert settings.chat.model in presets.PRESETS  # type: ignore[union-attr]
