@@ -14,11 +14,13 @@ report; a failed reinforcement is logged. ``merge_turn`` always releases the ses
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from backend.engine import report as reports
+from backend.engine.evidence import turn_evidence
 from backend.engine.outbox_replay import write_or_queue
 from backend.engine.session_state import save_state
 from backend.hippocampus import (
@@ -30,8 +32,15 @@ from backend.hippocampus import (
     merge,
     parse_result,
 )
+from backend.hippocampus.compact import (
+    COMPACT_SCHEMA,
+    build_compact_messages,
+    parse_compact,
+    roll_background,
+)
 from backend.llm.port import LLMError
-from backend.memory.types import Emotion
+from backend.memory.screening import Screened, accepted, screen
+from backend.memory.types import Emotion, GatePolicy
 from backend.personas import Persona
 from backend.stores.long_term import WriteOutcome
 
@@ -41,18 +50,60 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _gate_policy(engine: TurnEngine, persona: Persona) -> GatePolicy:
+    return persona.gate_policy or engine.long_term.gate_policy
+
+
+def screen_candidates(
+    engine: TurnEngine,
+    state: SessionMemoryState,
+    text: str,
+    persona: Persona,
+    result: HippocampusResult,
+) -> list[Screened]:
+    """The save gate's rule 0 on this turn's candidates (``backend.memory.screening``)."""
+    return screen(
+        result.long_term,
+        turn_evidence(state, text, persona),
+        min_support=_gate_policy(engine, persona).min_support,
+    )
+
+
+async def _ask(
+    engine: TurnEngine, state: SessionMemoryState, text: str, persona: Persona
+) -> HippocampusResult:
+    """One hippocampus call in the configured contract, parsed."""
+    if engine.settings.hippocampus_mode == "compact":
+        completion = await asyncio.wait_for(
+            engine.hippocampus.complete(
+                build_compact_messages(state, text), json_schema=COMPACT_SCHEMA
+            ),
+            timeout=engine.settings.hippocampus_timeout_s,
+        )
+        result = parse_compact(completion.text, state)
+        # Code keeps the background: the facts that pass screening roll into it.
+        facts = accepted(screen_candidates(engine, state, text, persona, result))
+        background = roll_background(state.background, [c.content for c in facts])
+        return dataclasses.replace(result, background=background)
+    messages = build_messages(state, text, persona_focus=persona.hippocampus_focus)
+    completion = await asyncio.wait_for(
+        engine.hippocampus.complete(messages, json_schema=hippocampus_schema()),
+        timeout=engine.settings.hippocampus_timeout_s,
+    )
+    return parse_result(completion.text, state)
+
+
 async def run_hippocampus(
     engine: TurnEngine, state: SessionMemoryState, text: str, persona: Persona
 ) -> tuple[HippocampusResult | None, dict[str, Any]]:
     started = time.perf_counter()
-    info: dict[str, Any] = {"status": "ok", "model": engine.hippocampus.model}
+    info: dict[str, Any] = {
+        "status": "ok",
+        "model": engine.hippocampus.model,
+        "mode": engine.settings.hippocampus_mode,
+    }
     try:
-        messages = build_messages(state, text, persona_focus=persona.hippocampus_focus)
-        completion = await asyncio.wait_for(
-            engine.hippocampus.complete(messages, json_schema=hippocampus_schema()),
-            timeout=engine.settings.hippocampus_timeout_s,
-        )
-        result = parse_result(completion.text, state)
+        result = await _ask(engine, state, text, persona)
         if result.dropped:
             info["dropped"] = list(result.dropped)
     except TimeoutError:
@@ -78,17 +129,28 @@ async def write_long_term(engine: TurnEngine, turn: Turn) -> tuple[list[WriteOut
     result, _info = await turn._hippocampus
     if result is None or not result.long_term:
         return [], None
+    screened = screen_candidates(engine, turn._state, turn._user_text, turn.persona, result)
+    rejected = [
+        WriteOutcome("reject", s.candidate.content, s.rejected)
+        for s in screened
+        if s.rejected is not None
+    ]
+    for outcome in rejected:
+        log.info("candidate rejected in %s: %s", turn.namespace.key, outcome.reason)
+    passed = accepted(screened)
+    if not passed:
+        return rejected, None
     try:
         outcomes = await asyncio.to_thread(
             write_or_queue,
             engine.long_term,
             turn.namespace,
-            list(result.long_term),
+            passed,
             recalled=turn.recalled,
             source_session=turn.session.id,
             gate_policy=turn.persona.gate_policy,  # None: the configured one
         )
-        return outcomes, None
+        return outcomes + rejected, None
     except Exception as exc:
         log.exception("long-term write failed for session %s", turn.session.id)
         return [], type(exc).__name__
@@ -118,6 +180,7 @@ async def merge_turn(
             turn._user_text,
             turn.reply,
             token_budget=engine.settings.token_budget,
+            catch_up="message" if engine.settings.hippocampus_mode == "compact" else "trimmed",
         )
         await save_state(engine.sessions, turn.session.id, state)
         outcomes: list[WriteOutcome] = []

@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from backend.clock import Clock
 from backend.engine.merge import merge_turn, reinforce_recalled, run_hippocampus, write_long_term
@@ -51,6 +51,10 @@ class SessionConflict(Exception):
 class TurnSettings:
     token_budget: int = 1500
     hippocampus_timeout_s: float = 120.0
+    # "full": turn.md's contract (background, short-term and long-term from the model);
+    # "compact": the model only extracts facts, code keeps the rest (small local models;
+    # backend.hippocampus.compact).
+    hippocampus_mode: Literal["full", "compact"] = "full"
     use_tools: bool = False  # the chat provider supports function calling (config)
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None

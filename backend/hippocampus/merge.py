@@ -20,12 +20,16 @@ drops while the hippocampus is failing goes to ``missed`` (at most ``MISSED_BUDG
 times the short-term budget, the newest kept). Each working run is shown the oldest of
 them (``budget.catch_up_batch``, via ``prompt.build_messages``) and can still fold them
 into the background and long-term; its merge removes that batch from ``missed``.
+With ``catch_up="message"`` (the compact contract, which reads only new messages) a
+failed run leaves its user message itself in ``missed`` instead, since no run has read it.
 
 Long-term candidates are not handled here: the engine sends ``result.long_term`` through
 the save gate.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from backend.hippocampus.budget import catch_up_batch, enforce_budget, item_tokens
 from backend.hippocampus.parse import clean_text
@@ -81,8 +85,13 @@ def merge(
     reply: str,
     *,
     token_budget: int,
+    catch_up: Literal["trimmed", "message"] = "trimmed",
 ) -> SessionMemoryState:
     """The session state after one turn (see the module docstring for the rules).
+
+    ``catch_up``: what a failed run (``result=None``) leaves for the next working one:
+    the short-term items the budget trims (the full contract), or the user message no
+    run has read (the compact one).
 
     ``token_budget`` bounds ``budget.short_term_tokens(state.short_term)``; a budget
     below ``budget.MIN_TOKEN_BUDGET`` raises ``ValueError`` (a configuration error).
@@ -97,7 +106,10 @@ def merge(
         carried = _carried_items(previous, result, user_message)
         emotion = result.user_emotion if result.user_emotion is not None else previous.user_emotion
     short_term = enforce_budget(carried + turn, token_budget=token_budget, protected=len(turn))
-    if result is None:
+    if result is None and catch_up == "message":
+        unread = [item for item in turn if item.role == "user"]
+        missed = _bounded_missed(list(previous.missed) + unread, token_budget)
+    elif result is None:
         # The budget drops the oldest carried items (the new turn is protected): no
         # hippocampus has folded them in yet.
         dropped = carried[: len(carried) - (len(short_term) - len(turn))]
@@ -110,7 +122,12 @@ def merge(
 
 
 def fallback_state(
-    previous: SessionMemoryState, user_message: str, reply: str, *, token_budget: int
+    previous: SessionMemoryState,
+    user_message: str,
+    reply: str,
+    *,
+    token_budget: int,
+    catch_up: Literal["trimmed", "message"] = "trimmed",
 ) -> SessionMemoryState:
     """The failure fallback: ``merge(previous, None, user_message, reply, ...)``."""
-    return merge(previous, None, user_message, reply, token_budget=token_budget)
+    return merge(previous, None, user_message, reply, token_budget=token_budget, catch_up=catch_up)

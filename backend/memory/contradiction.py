@@ -35,20 +35,58 @@ from backend.memory.scoring import cosine
 MIN_SHARED = 2
 TOPIC_COSINE = 0.55
 
-_MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
+_MONTHS = tuple(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
+)
 _MONTH_ABBREVIATIONS = {m[:3]: m for m in _MONTHS if m != "may"} | {"sept": "september"}
-_ZH_MONTHS = "一 二 三 四 五 六 七 八 九 十 十一 十二".split()
-_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_ZH_MONTHS = ("一", "二", "三", "四", "五", "六", "七", "八", "九", "十", "十一", "十二")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBER_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*([^\W\d_]+)?")
 _ZH_MONTH = re.compile(r"(十[一二]?|[一二三四五六七八九])月|(\d{1,2})\s*月")
 _WORD = re.compile(r"[^\W\d_]+")
 _MAY = re.compile(r"(?<![.!?]\s)(?<!^)\bMay\b")
 # Words that never name what a number measures.
 _NOT_UNITS = frozenset(
-    "and or to in on at of the a an is are was were from for with by now currently about "
-    "around still only just".split()
+    [
+        "and",
+        "or",
+        "to",
+        "in",
+        "on",
+        "at",
+        "of",
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "was",
+        "were",
+        "from",
+        "for",
+        "with",
+        "by",
+        "now",
+        "currently",
+        "about",
+        "around",
+        "still",
+        "only",
+        "just",
+    ]
 )
 _ORDINALS = frozenset({"st", "nd", "rd", "th"})
 
@@ -101,9 +139,7 @@ def same_topic(
     """Whether two facts talk about the same thing (module docstring)."""
     ignore = _value_words(values(a)) | _value_words(values(b))
     shared = {
-        t
-        for t in content_tokens(a) & content_tokens(b)
-        if t not in ignore and not t[:1].isdigit()
+        t for t in content_tokens(a) & content_tokens(b) if t not in ignore and not t[:1].isdigit()
     }
     if len(shared) >= MIN_SHARED:
         return True

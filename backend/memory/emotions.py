@@ -42,7 +42,23 @@ EMOTION_LABELS: tuple[str, ...] = (
 
 # Labels that name no feeling: mapped to ``None`` rather than to a made-up one.
 NO_FEELING_LABELS = frozenset(
-    "neutral none normal ok okay fine nothing unknown n/a na null 平静的 一般 没什么 无".split()
+    [
+        "neutral",
+        "none",
+        "normal",
+        "ok",
+        "okay",
+        "fine",
+        "nothing",
+        "unknown",
+        "n/a",
+        "na",
+        "null",
+        "平静的",
+        "一般",
+        "没什么",
+        "无",
+    ]
 )
 
 
@@ -90,9 +106,7 @@ _FAMILY_LABEL = {
     "disgusted": "disgust",
     "love": "love",
 }
-_CJK_NAMES = sorted(
-    (word for word in _SYNONYMS if not word.isascii()), key=len, reverse=True
-)
+_CJK_NAMES = sorted((word for word in _SYNONYMS if not word.isascii()), key=len, reverse=True)
 _WORD = re.compile(r"[^\W\d_]+")
 
 

@@ -248,7 +248,8 @@ def decide(
             restated = same_fact(
                 candidate, vector, memories, threshold=policy.same_fact, context=neighbours
             )
-            echo = None if restated is None else (restated[0], cosine(vector, restated[0].embedding))
+            if restated is not None:
+                echo = (restated[0], cosine(vector, restated[0].embedding))
         if echo is not None:
             return GateDecision(
                 "reinforce",

@@ -37,27 +37,33 @@ from functools import lru_cache
 from backend.memory.hybrid import fold
 from backend.memory.keywords import STOP_WORDS_EN, is_cjk
 
+
+def _words(text: str) -> frozenset[str]:
+    """A whitespace-separated word list as a set."""
+    return frozenset(text.split())
+
+
 # Who a memory is about, and the words that frame a fact rather than state it.
-_SUBJECT_WORDS = frozenset(
+_SUBJECT_WORDS = _words(
     """
     user users user's companion companions assistant persona bot they them their theirs
     themselves themself he him his she her hers i me my mine myself we us our ours you your
     yours yourself the a an is are was were be been am it its this that these those
     currently now also still really very
     to of in on at by as or if so up do go am is be no it us an
-    """.split()
+    """
 )
-_FRAMING_WORDS = frozenset(
+_FRAMING_WORDS = _words(
     """
     said says say saying told tell tells mentioned mention mentions shared share shares
     asked ask asks wrote write writes talked talk talks chat chatted chatting stated state
     states noted note notes named name called call calls expressed express expresses
     feel feels felt feeling fact memory remember remembers conversation message messages
     has have had having does did do is
-    """.split()
+    """
 )
 # Greetings, thanks, filler and laughter: never memories on their own.
-_PHATIC_WORDS = frozenset(
+_PHATIC_WORDS = _words(
     """
     hi hello hey hiya yo howdy greetings greeting greeted greet welcome morning evening
     afternoon night goodnight gn bye goodbye farewell later cya see soon thanks thank
@@ -65,21 +71,23 @@ _PHATIC_WORDS = frozenset(
     yup no nope nah fine good great nice cool lol lmao haha hahaha hehe hmm hm um uh oh ah
     wow everyone everybody there guys all again back how doing going well meet meeting
     pleasure glad day today chat chatting talk talking
-    """.split()
+    """
 )
 _PHATIC_ZH = tuple(
     sorted(
-        """
+        _words(
+            """
         你好 您好 早上好 晚上好 下午好 早安 晚安 午安 再见 拜拜 回头见 谢谢 谢谢你 感谢 多谢
         不客气 没事 没关系 好的 好吧 好 嗯嗯 嗯 哈哈哈 哈哈 呵呵 嘿嘿 哦 啊 呀 吧 呢 吗 了
         大家好 在吗 你在吗 晚安啦
-        """.split(),
+        """
+        ),
         key=len,
         reverse=True,
     )
 )
 # CJK bigrams that carry no content (用户 is "the user").
-_CJK_FUNCTION = frozenset("用户 我的 你的 他的 她的 我们 你们 他们 的是 是一 一个 这个 那个".split())
+_CJK_FUNCTION = _words("用户 我的 你的 他的 她的 我们 你们 他们 的是 是一 一个 这个 那个")
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

@@ -33,7 +33,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from backend.memory.emotions import canonical_emotion
-from backend.memory.grounding import Grounding, content_tokens, grounding, is_content_free, specifics
+from backend.memory.grounding import (
+    Grounding,
+    content_tokens,
+    grounding,
+    is_content_free,
+    specifics,
+)
 from backend.memory.types import Candidate, Emotion, clamp01
 
 # Share of a candidate's content tokens the sources must hold (see grounding.py).

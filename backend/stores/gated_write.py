@@ -71,23 +71,27 @@ def write(
     ``gate_policy``: the thresholds to apply (a persona's); ``None``: ``ltm.gate_policy``.
 
     Candidates are processed in order, so a later candidate sees what an earlier one
-    wrote (two restatements in one batch become one memory). A store outage raises
-    ``WriteInterrupted`` with the outcomes so far and the candidates not applied.
+    wrote (the gate's ``siblings``: two restatements in one batch become one memory). A
+    store outage raises ``WriteInterrupted`` with the outcomes so far and the candidates
+    not applied.
     """
     if not candidates:
         return []
     vectors = ltm.embed([c.content for c in candidates])
     outcomes: list[WriteOutcome] = []
+    siblings: list[Memory] = []
     with ltm._lock(ns):
         for index, candidate in enumerate(candidates):
             vector = None if vectors is None else vectors[index]
             try:
-                outcome = _write_one(
-                    ltm, ns, candidate, vector, recalled, source_session, gate_policy
+                outcome, written = _write_one(
+                    ltm, ns, candidate, vector, recalled, source_session, gate_policy, siblings
                 )
             except VectorStoreUnavailable as exc:
                 raise WriteInterrupted(exc, outcomes, list(candidates[index:])) from exc
             outcomes.append(outcome)
+            if written is not None:
+                siblings.append(written)
     return outcomes
 
 
@@ -110,7 +114,9 @@ def _write_one(
     recalled: Sequence[Memory],
     source_session: str | None,
     gate_policy: GatePolicy | None = None,
-) -> WriteOutcome:
+    siblings: Sequence[Memory] = (),
+) -> tuple[WriteOutcome, Memory | None]:
+    """The outcome, and the memory written when one was."""
     neighbours = _neighbours(ltm, ns, candidate, vector)
     if candidate.supersedes and candidate.supersedes not in {m.id for m in neighbours}:
         # The gate can only supersede what it sees: fetch an id named explicitly.
@@ -120,6 +126,7 @@ def _write_one(
         vector,
         recalled=recalled,
         neighbours=neighbours,
+        siblings=siblings,
         policy=gate_policy or ltm.gate_policy,
     )
     now = ltm.clock.now()
@@ -132,14 +139,14 @@ def _write_one(
     )
     if decision.action == "reject":
         log.info("candidate rejected in %s: %s", ns.key, decision.reason)
-        return base
+        return base, None
     if decision.action == "reinforce":
         assert decision.target_id is not None
         targets = ltm.store.get(ns, [decision.target_id])
         if targets:
             reinforced = gate.reinforce(targets[0], now, importance=candidate.importance)
             ltm.store.upsert(ns, [reinforced])
-        return replace(base, memory_id=decision.target_id)
+        return replace(base, memory_id=decision.target_id), None
     memory = Memory(
         id=ltm._new_id(),
         content=candidate.content.strip(),
@@ -160,7 +167,7 @@ def _write_one(
         if old:
             old_linked, memory = gate.link_supersession(old[0], memory)
             ltm.store.upsert(ns, [memory, old_linked])
-            return replace(base, memory_id=memory.id)
+            return replace(base, memory_id=memory.id), memory
         base = replace(base, action="write", reason="superseded memory vanished; written")
     ltm.store.upsert(ns, [memory])
-    return replace(base, memory_id=memory.id)
+    return replace(base, memory_id=memory.id), memory

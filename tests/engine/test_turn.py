@@ -60,7 +60,7 @@ async def test_turn_streams_persists_and_merges(rig: Rig) -> None:
     state = rig.sessions.load_state(turn.session.id)
     assert state.background == "bg"
     assert [i["text"] for i in state.short_term] == ["My sister Mei lives in Osaka", "Hello there"]
-    assert state.user_emotion == {"label": "anxious", "intensity": 0.7}
+    assert state.user_emotion == {"label": "anxiety", "intensity": 0.7}
     assert rig.sessions.turn_reports(turn.session.id)[0].report == report
 
 

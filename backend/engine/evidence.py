@@ -1,0 +1,31 @@
+"""What the save gate's screening may count as said: the evidence of one turn.
+
+The user's words are those the hippocampus saw: the new message, the catch-up batch of
+messages no run has read, and the verbatim user items of short-term. The
+persona's words are its card (name, description, system prompt, greeting) and its
+replies in short-term; never its ``hippocampus_focus``, which is an instruction to the
+memory, not something the companion said.
+"""
+
+from __future__ import annotations
+
+from backend.hippocampus import SessionMemoryState
+from backend.hippocampus.budget import catch_up_batch
+from backend.memory.screening import Evidence
+from backend.personas import Persona
+
+
+def turn_evidence(state: SessionMemoryState, user_message: str, persona: Persona) -> Evidence:
+    batch = catch_up_batch(state.missed)
+    # Verbatim items only: a compressed one is the model's rewording, not the user's words.
+    user = [
+        item.text
+        for item in (*state.short_term, *batch)
+        if item.role == "user" and not item.compressed
+    ]
+    persona_words = [persona.name, persona.description, persona.system_prompt, persona.greeting]
+    persona_words += [item.text for item in state.short_term if item.role == "assistant"]
+    return Evidence(
+        user=(*user, user_message),
+        persona=tuple(text for text in persona_words if text),
+    )

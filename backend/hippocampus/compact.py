@@ -1,0 +1,243 @@
+"""The compact hippocampus: one narrow job a small local model can do well and fast.
+
+The full contract (``prompt``, ``schema``: rewrite the background, compress the whole
+short-term history, propose long-term facts) asks a 135M-1.5B model for a long JSON
+answer on a long prompt: on a 2-core CPU that took 7-17 s a run and came back unusable
+in most runs. The compact contract asks for what only a model can do, and leaves the
+rest to code:
+
+- **the model** reads only the user's NEW message (plus, for context, the turn before
+  it, and the catch-up batch of messages no run has read yet) and answers a short JSON
+  object: up to :data:`MAX_FACTS` facts, each a sentence with a category and an
+  importance, and the user's feeling from the closed vocabulary. The output is
+  grammar-constrained (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and
+  two worked examples) comes first, so llama.cpp reuses its KV cache run after run;
+- **code** keeps the short-term history verbatim (the token budget trims the oldest
+  items, as in the failure fallback) and rolls the background forward from the facts
+  that pass the save gate's screening (newest last, oldest dropped beyond
+  ``BACKGROUND_MAX_CHARS``).
+
+A failed compact run leaves the user's message for the next working run (the merge's
+``catch_up="message"``), so its facts are not lost.
+
+Pure: builds messages, parses answers; no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from backend.hippocampus.budget import catch_up_batch, truncate_middle
+from backend.hippocampus.parse import MAX_SCAN_POSITIONS, HippocampusParseError, clean_text
+from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
+from backend.hippocampus.state import HippocampusResult, SessionMemoryState, ShortTermItem
+from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
+from backend.memory.keywords import extract_keywords
+from backend.memory.types import CATEGORIES, Candidate, Emotion
+
+MAX_FACTS = 3
+FACT_MAX_CHARS = 200
+CONTEXT_MAX_TOKENS = 120  # each earlier item shown for context is cut to this
+NEW_MESSAGE_MAX_TOKENS = 600
+# A fact the user stated in so many words: the screening checks the words themselves.
+COMPACT_CONFIDENCE = 0.9
+NO_FEELING = "neutral"
+
+COMPACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "maxItems": MAX_FACTS,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "fact": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
+                    "category": {"type": "string", "enum": list(CATEGORIES)},
+                    "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+                "required": ["fact", "category", "importance"],
+                "additionalProperties": False,
+            },
+        },
+        "emotion": {"type": "string", "enum": [*EMOTION_LABELS, NO_FEELING]},
+    },
+    "required": ["facts", "emotion"],
+    "additionalProperties": False,
+}
+
+COMPACT_SYSTEM = f"""\
+You pick out the facts worth remembering from a user's chat message, for a companion's \
+long-term memory. You never talk to the user. Answer with one JSON object only.
+
+Read the NEW MESSAGE. List each lasting fact about the user's life in it: people and \
+pets and their names, family, where the user lives, job, health (allergies, injuries, \
+conditions), plans and dates, goals, habits, likes and dislikes, numbers they give. \
+Write each fact as one short sentence starting with "The user", and keep the user's own \
+names, numbers and key words. The EARLIER lines only help you understand the new \
+message: take no facts from them, and never anything the companion said.
+
+Do not list greetings, thanks, small talk, questions, or how the user feels right now. \
+Most messages hold no lasting fact: then "facts" is [].
+
+"category": one of {", ".join(CATEGORIES)}.
+"importance": 0.9 for health, close people and big life events; 0.7 for jobs, homes, \
+goals and plans; 0.5 for small lasting details.
+"emotion": the user's feeling in the new message, one of {", ".join(EMOTION_LABELS)}, \
+or {NO_FEELING}.
+"""
+
+# Two worked examples (a few-shot prefix): invented, and never said by any real user, so
+# the screening rejects them should a model copy one.
+_EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "EARLIER:\nCompanion: How was your weekend?\n\nNEW MESSAGE:\nbusy! my brother Kenji "
+        "started as a nurse in Sapporo, and I'm allergic to cats so visiting him is hard lol",
+        {
+            "facts": [
+                {
+                    "fact": "The user's brother Kenji started as a nurse in Sapporo.",
+                    "category": "relationship",
+                    "importance": 0.8,
+                },
+                {
+                    "fact": "The user is allergic to cats.",
+                    "category": "health",
+                    "importance": 0.9,
+                },
+            ],
+            "emotion": "joy",
+        },
+    ),
+    (
+        "NEW MESSAGE:\nhaha thanks, that helps. goodnight!",
+        {"facts": [], "emotion": "gratitude"},
+    ),
+)
+
+
+def _line(item: ShortTermItem) -> str:
+    who = "User" if item.role == "user" else "Companion" if item.role == "assistant" else "Note"
+    return f"{who}: {truncate_middle(item.text, CONTEXT_MAX_TOKENS)}"
+
+
+def context_items(state: SessionMemoryState) -> tuple[ShortTermItem, ...]:
+    """The earlier turn shown for context: the last user message and the reply after it."""
+    items = [item for item in state.short_term if item.role in ("user", "assistant")]
+    return tuple(items[-2:])
+
+
+def new_messages(state: SessionMemoryState, user_message: str) -> tuple[str, ...]:
+    """What this run reads for facts: the catch-up batch (messages a failed run never
+    read, oldest first), then the new message."""
+    older = tuple(item.text for item in catch_up_batch(state.missed) if item.role == "user")
+    return (*older, user_message)
+
+
+def build_compact_messages(state: SessionMemoryState, user_message: str) -> list[dict[str, str]]:
+    """The compact request: rules, the worked examples, then this turn's data."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": COMPACT_SYSTEM}]
+    for prompt, answer in _EXAMPLES:
+        messages.append({"role": "user", "content": prompt})
+        messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})
+    parts: list[str] = []
+    context = context_items(state)
+    if context:
+        parts.append("EARLIER:\n" + "\n".join(_line(item) for item in context))
+    texts = [truncate_middle(t, NEW_MESSAGE_MAX_TOKENS) for t in new_messages(state, user_message)]
+    if len(texts) > 1:
+        parts.append("NEW MESSAGES (oldest first):\n" + "\n".join(f"- {t}" for t in texts))
+    else:
+        parts.append(f"NEW MESSAGE:\n{texts[0]}")
+    messages.append({"role": "user", "content": "\n\n".join(parts)})
+    return messages
+
+
+def _fact(raw: Any) -> Candidate | None:
+    if isinstance(raw, str):
+        raw = {"fact": raw}
+    if not isinstance(raw, Mapping):
+        return None
+    text = raw.get("fact", raw.get("content"))
+    if not isinstance(text, str) or not clean_text(text):
+        return None
+    content = clean_text(text)[: 2 * FACT_MAX_CHARS]
+    importance = raw.get("importance")
+    if isinstance(importance, bool) or not isinstance(importance, int | float):
+        importance = 0.5
+    category = raw.get("category")
+    return Candidate(
+        content=content,
+        category=category if isinstance(category, str) else "general",
+        importance=float(importance),
+        confidence=COMPACT_CONFIDENCE,
+        subject="user",
+        keywords=tuple(extract_keywords(content)[:5]),
+    )
+
+
+def parse_compact(raw: str | Mapping[str, Any], previous: SessionMemoryState) -> HippocampusResult:
+    """The compact answer as a result: the model's facts as candidates, short-term and
+    background carried over (``roll_background`` adds the facts that pass screening).
+
+    Raises ``HippocampusParseError`` when the answer holds no object with ``facts``.
+    """
+    data: Any = raw if isinstance(raw, Mapping) else _compact_object(raw)
+    if not isinstance(data, Mapping) or "facts" not in data:
+        raise HippocampusParseError("no compact hippocampus object (with 'facts') in the answer")
+    dropped: list[str] = []
+    facts = data.get("facts")
+    candidates: list[Candidate] = []
+    if not isinstance(facts, list):
+        dropped.append("facts: not a list, ignored")
+        facts = []
+    for index, item in enumerate(facts[: 2 * MAX_FACTS]):
+        candidate = _fact(item)
+        if candidate is None:
+            dropped.append(f"facts[{index}]: unusable, ignored")
+        elif candidate.content.casefold() not in {c.content.casefold() for c in candidates}:
+            candidates.append(candidate)
+    label = data.get("emotion")
+    emotion_label = canonical_emotion(label) if isinstance(label, str) else None
+    return HippocampusResult(
+        background=previous.background,
+        short_term=previous.short_term,
+        long_term=tuple(candidates),
+        user_emotion=None if emotion_label is None else Emotion(emotion_label, 0.6),
+        dropped=tuple(dropped),
+    )
+
+
+def _compact_object(raw: str) -> Any:
+    """The first JSON object with ``facts`` in a text answer (a model without a grammar
+    may wrap it in prose or a fence), or ``None``."""
+    text = raw.strip()
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    for _ in range(MAX_SCAN_POSITIONS):
+        if position == -1:
+            return None
+        try:
+            value, _end = decoder.raw_decode(text, position)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, Mapping) and "facts" in value:
+            return value
+        position = text.find("{", position + 1)
+    return None
+
+
+def roll_background(previous: str, facts: Sequence[str]) -> str:
+    """The background with ``facts`` added (newest last), each once, the oldest sentences
+    dropped beyond ``BACKGROUND_MAX_CHARS``."""
+    lines = [line for line in previous.split("\n") if line.strip()]
+    known = {line.strip().casefold() for line in lines}
+    for fact in facts:
+        if fact.strip() and fact.strip().casefold() not in known:
+            lines.append(fact.strip())
+            known.add(fact.strip().casefold())
+    while lines and len("\n".join(lines)) > BACKGROUND_MAX_CHARS:
+        lines.pop(0)
+    return "\n".join(lines)

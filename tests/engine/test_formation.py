@@ -1,0 +1,112 @@
+"""Memory formation through the turn: the screening of candidates and the compact mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.engine.turn import TurnRequest
+from backend.llm.port import LLMUnavailable
+from backend.memory.types import Namespace
+
+from .conftest import Rig, make_rig
+
+pytestmark = pytest.mark.anyio
+NS = Namespace("u1", "companion")
+
+
+def full_answer(*contents: str, subject: str = "user") -> str:
+    long_term = [
+        {
+            "content": content,
+            "category": "personal_fact",
+            "importance": 1.0,
+            "confidence": 1.0,
+            "subject": subject,
+            "keywords": [],
+        }
+        for content in contents
+    ]
+    return json.dumps({"background": "bg", "long_term": long_term, "user_emotion": "happy!!"})
+
+
+def compact_answer(*facts: str, emotion: str = "joy") -> str:
+    items = [{"fact": f, "category": "personal_fact", "importance": 1.0} for f in facts]
+    return json.dumps({"facts": items, "emotion": emotion})
+
+
+async def test_the_gate_keeps_only_what_the_user_said(rig: Rig) -> None:
+    rig.hippocampus.enqueue(
+        [
+            full_answer(
+                "Hello there!",
+                "The user's sister Mei lives in Osaka.",  # never said: a prompt example
+                "I love green tea.",  # said by the user, filed as the persona's
+                "The user loves green tea.",  # the same fact again, this turn
+                subject="persona",
+            )
+        ]
+    )
+    rig.chat.enqueue(["Green tea is lovely."])
+    _, report = await rig.engine.run(
+        TurnRequest(user_id="u1", text="hi! I love green tea, the grassy kind")
+    )
+    assert [w["content"] for w in report["written"]] == ["I love green tea."]
+    assert [r["content"] for r in report["reinforced"]] == ["The user loves green tea."]
+    reasons = {r["content"]: r["reason"] for r in report["rejected"]}
+    assert reasons["Hello there!"].startswith("content-free")
+    assert "never said: mei, osaka" in reasons["The user's sister Mei lives in Osaka."]
+    [stored] = rig.long_term.store.list(NS)
+    assert stored.subject == "user" and stored.category == "preference"
+    assert stored.importance < 1.0  # calibrated, not copied
+    assert report["user_emotion"] == {"label": "joy", "intensity": 0.5}
+
+
+@pytest.fixture
+def compact(tmp_path: Path) -> Rig:
+    made = make_rig(tmp_path)
+    made.engine.settings = dataclasses.replace(made.engine.settings, hippocampus_mode="compact")
+    return made
+
+
+async def test_compact_mode_extracts_facts_and_code_keeps_the_rest(compact: Rig) -> None:
+    compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is two years old.")])
+    compact.chat.enqueue(["What a good boy."])
+    turn, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="my hamster Tudou is two years old today")
+    )
+    assert report["hippocampus"]["mode"] == "compact"
+    assert [w["content"] for w in report["written"]] == [
+        "The user's hamster Tudou is two years old."
+    ]
+    request = compact.hippocampus.calls[-1]
+    assert request.json_schema is not None and "facts" in request.json_schema["properties"]
+    state = compact.sessions.load_state(turn.session.id)
+    assert state.background == "The user's hamster Tudou is two years old."
+    assert [i["text"] for i in state.short_term] == [
+        "my hamster Tudou is two years old today",
+        "What a good boy.",
+    ]
+
+
+async def test_a_failed_run_leaves_its_facts_to_the_next_one(compact: Rig) -> None:
+    compact.hippocampus.enqueue([LLMUnavailable("down", model="h")])
+    compact.chat.enqueue(["Oh no, shellfish!"])
+    turn, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="I'm allergic to shellfish, badly")
+    )
+    assert report["hippocampus"]["status"] == "failed" and report["written"] == []
+    compact.hippocampus.enqueue([compact_answer("The user is allergic to shellfish.")])
+    compact.chat.enqueue(["Nice!"])
+    _, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="anyway, nice weather", session_id=turn.session.id)
+    )
+    prompt = compact.hippocampus.calls[-1].messages[-1]["content"]
+    assert "- I'm allergic to shellfish, badly\n- anyway, nice weather" in prompt
+    assert [w["content"] for w in report["written"]] == ["The user is allergic to shellfish."]
+    [stored] = compact.long_term.store.list(NS)
+    assert stored.category == "health"
+    assert not compact.sessions.load_state(turn.session.id).missed

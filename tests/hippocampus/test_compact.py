@@ -1,0 +1,107 @@
+"""The compact hippocampus contract: its prompt, its parse and the rolling background."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backend.hippocampus import HippocampusParseError, SessionMemoryState, ShortTermItem, merge
+from backend.hippocampus.compact import (
+    COMPACT_SCHEMA,
+    COMPACT_SYSTEM,
+    MAX_FACTS,
+    build_compact_messages,
+    parse_compact,
+    roll_background,
+)
+from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
+
+STATE = SessionMemoryState(
+    background="The user's hamster is called Tudou.",
+    short_term=(
+        ShortTermItem("user", "my sister is getting married"),
+        ShortTermItem("assistant", "Congratulations to her! When?"),
+    ),
+)
+
+
+def test_the_stable_prefix_comes_first_and_only_the_last_message_varies() -> None:
+    one = build_compact_messages(STATE, "in October, in Chengdu")
+    two = build_compact_messages(STATE, "and I'm lactose intolerant")
+    assert one[0] == {"role": "system", "content": COMPACT_SYSTEM}
+    assert one[:-1] == two[:-1]  # rules and worked examples: llama.cpp reuses their KV cache
+    last = one[-1]["content"]
+    assert last.endswith("NEW MESSAGE:\nin October, in Chengdu")
+    assert "User: my sister is getting married" in last  # context for "in October"
+    assert "Companion: Congratulations to her! When?" in last
+
+
+def test_missed_messages_are_read_with_the_new_one() -> None:
+    state = SessionMemoryState(missed=(ShortTermItem("user", "I moved to Hangzhou"),))
+    content = build_compact_messages(state, "and I got a cat")[-1]["content"]
+    assert "NEW MESSAGES (oldest first):\n- I moved to Hangzhou\n- and I got a cat" in content
+
+
+def test_parse_gives_user_candidates_and_a_closed_emotion() -> None:
+    answer = {
+        "facts": [
+            {
+                "fact": "The user's sister marries in October.",
+                "category": "relationship",
+                "importance": 0.9,
+            },
+            {
+                "fact": "The user's sister marries in October.",
+                "category": "relationship",
+                "importance": 0.9,
+            },
+            {"fact": "", "category": "general", "importance": 0.5},
+        ],
+        "emotion": "happy-ish",
+    }
+    result = parse_compact(json.dumps(answer), STATE)
+    assert [c.content for c in result.long_term] == ["The user's sister marries in October."]
+    candidate = result.long_term[0]
+    assert (candidate.subject, candidate.category, candidate.confidence) == (
+        "user",
+        "relationship",
+        0.9,
+    )
+    assert "october" in candidate.keywords
+    assert result.user_emotion is not None and result.user_emotion.label == "joy"
+    assert result.short_term == STATE.short_term and result.background == STATE.background
+    assert result.dropped == ("facts[2]: unusable, ignored",)
+
+
+def test_parse_finds_the_object_in_prose_and_refuses_garbage() -> None:
+    text = 'Sure! {"x": 1} Here: {"facts": [], "emotion": "neutral"} done'
+    result = parse_compact(text, STATE)
+    assert result.long_term == () and result.user_emotion is None
+    with pytest.raises(HippocampusParseError):
+        parse_compact("I cannot help with that.", STATE)
+
+
+def test_schema_bounds_the_answer() -> None:
+    facts = COMPACT_SCHEMA["properties"]["facts"]
+    assert facts["maxItems"] == MAX_FACTS
+    assert facts["items"]["properties"]["fact"]["maxLength"] <= 300
+
+
+def test_background_rolls_forward_once_per_fact_and_stays_bounded() -> None:
+    background = roll_background("A.", ["B.", "a.", "C."])
+    assert background == "A.\nB.\nC."
+    long = roll_background("", [f"fact number {i} " + "x" * 80 for i in range(40)])
+    assert len(long) <= BACKGROUND_MAX_CHARS
+    assert long.endswith("fact number 39 " + "x" * 80)
+
+
+def test_a_failed_compact_run_leaves_the_message_for_the_next_one() -> None:
+    after = merge(
+        STATE, None, "I'm allergic to shellfish", "Noted!", token_budget=1500, catch_up="message"
+    )
+    assert [item.text for item in after.missed] == ["I'm allergic to shellfish"]
+    # The next working run reads it (build_compact_messages) and its merge clears it.
+    assert "- I'm allergic to shellfish" in build_compact_messages(after, "hi")[-1]["content"]
+    result = parse_compact('{"facts": [], "emotion": "calm"}', after)
+    assert merge(after, result, "hi", "hello", token_budget=1500, catch_up="message").missed == ()
