@@ -143,7 +143,14 @@ class EmbeddedChat(_Embedded):
         return self
 
 
+# The hippocampus contract (backend.hippocampus): "full" is turn.md's (the model rewrites
+# background, short-term and long-term), "compact" asks only for facts (small local
+# models); "auto": compact for an embedded model, full for a remote one.
+HippocampusMode = Literal["auto", "full", "compact"]
+
+
 class EmbeddedHippocampus(EmbeddedChat):
+    mode: HippocampusMode = "auto"
     temperature: float = Field(0.2, ge=0, le=2)  # extraction, not prose
     max_tokens: int | None = Field(1024, ge=1)
     repeat_penalty: float = Field(1.2, ge=0.5, le=2)  # small models loop on JSON lists
@@ -191,6 +198,7 @@ class OpenAIChat(_RemoteText):
 
 
 class OpenAIHippocampus(_RemoteText):
+    mode: HippocampusMode = "auto"
     temperature: float | None = Field(0.2, ge=0, le=2)
     timeout: float = Field(120.0, gt=0, le=3600)
     # How the JSON output is requested: response_format json_schema, json_object, or not.
@@ -283,6 +291,10 @@ class GateSettings(_Section):
     min_confidence: _Unit = _GATE.min_confidence
     echo_cosine: _Unit = _GATE.echo_cosine
     duplicate_cosine: _Unit = _GATE.duplicate_cosine
+    # The "same fact" similarity for the echo guard and within-turn deduplication.
+    same_fact: _Unit = _GATE.same_fact
+    # Share of a candidate's content the user's words must hold (grounding).
+    min_support: _Unit = _GATE.min_support
 
 
 class MemorySettings(_Section):

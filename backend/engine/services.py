@@ -17,7 +17,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from backend.clock import Clock, SystemClock
@@ -211,8 +211,18 @@ def turn_settings(settings: Settings) -> TurnSettings:
     return TurnSettings(
         token_budget=settings.memory.short_term_token_budget,
         hippocampus_timeout_s=float(getattr(hippocampus, "timeout", 300.0)),
+        hippocampus_mode=hippocampus_mode(settings),
         use_tools=bool(getattr(chat, "tools", False)),
     )
+
+
+def hippocampus_mode(settings: Settings) -> Literal["full", "compact"]:
+    """``hippocampus.mode``; ``auto``: compact for an embedded (small local) model, the
+    full contract of turn.md for a remote provider."""
+    role = settings.hippocampus
+    if role.mode != "auto":
+        return role.mode
+    return "compact" if role.provider == "embedded" else "full"
 
 
 def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:

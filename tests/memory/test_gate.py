@@ -152,9 +152,7 @@ def test_a_restatement_of_a_recalled_memory_reinforces_it_even_below_echo_cosine
 
 
 def test_one_fact_said_twice_in_one_turn_is_one_memory() -> None:
-    first = memory(
-        "m1", "My brother Kenji just started a job as a nurse in Sapporo.", vector=E0
-    )
+    first = memory("m1", "My brother Kenji just started a job as a nurse in Sapporo.", vector=E0)
     decision = decide(
         candidate("The user's brother Kenji is a nurse in Sapporo."),
         rotated(E0, 0.85),

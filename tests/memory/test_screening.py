@@ -17,8 +17,7 @@ from backend.memory.types import Candidate, Emotion
 
 USER = (
     "deadline brain. I'm Xiaoman btw, most people just call me Man",
-    "oh and big news from today, my older sister Xiaoyu is getting married in October! "
-    "in Chengdu",
+    "oh and big news from today, my older sister Xiaoyu is getting married in October! in Chengdu",
     "vent mostly. also my hamster Tudou is sprinting on his wheel. so loud at 2am",
     "hamsters are nocturnal so yes lol. he's a little golden guy, two years old",
     "except I'm lactose intolerant so that was dumb",
@@ -100,7 +99,8 @@ def test_invented_names_and_numbers_are_not_grounded(text: str, missing: tuple[s
 
 
 def test_support_counts_stems_not_endings() -> None:
-    assert support("The user's sister's marriage is in Chengdu.", ["my sister married in Chengdu"]) == 1
+    sources = ["my sister married in Chengdu"]
+    assert support("The user's sister's marriage is in Chengdu.", sources) == 1
     assert support("The user plans a marriage.", ["my sister married"]) == 0.5
 
 
@@ -172,9 +172,12 @@ def test_emotion_labels_come_from_the_closed_vocabulary() -> None:
         EVIDENCE,
     )
     assert screened.candidate.emotion == Emotion("joy", 0.8)
-    assert screen_one(
-        fact("The user is lactose intolerant.", emotion=Emotion("zorblax", 0.5)), EVIDENCE
-    ).candidate.emotion is None
+    assert (
+        screen_one(
+            fact("The user is lactose intolerant.", emotion=Emotion("zorblax", 0.5)), EVIDENCE
+        ).candidate.emotion
+        is None
+    )
 
 
 @pytest.mark.parametrize(
