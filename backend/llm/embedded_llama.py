@@ -114,7 +114,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     A preset gives the file, the display name (``model`` overrides it), the chat format
     (``chat_format`` overrides it; ``None`` = the template stored in the file) and the
     size and sha256 the file must have: checked in the worker thread before the first
-    load (0.5 s for 0.5 GB), since an altered file must not run. A user's ``model_path``
+    load (about 0.7 s for 0.5 GB), since an altered file must not run. A user's ``model_path``
     is not checked (it is theirs).
 
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
