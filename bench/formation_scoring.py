@@ -31,11 +31,17 @@ Supported (``support``): a memory is supported by some evidence (a set of messag
   1. at least ``SUPPORT_MIN_RATIO`` (60%) of the memory's content words are content
      words of the evidence (so a close paraphrase in the user's own words passes, an
      invented sentence does not), and
-  2. every number in the memory (``7.0``, ``20`` of "20th", ``16`` and ``8`` of
+  2. at least ``SUPPORT_MIN_ANCHOR`` (50%) of them come from one single message (its
+     "anchor"): a sentence stitched together from words of several messages ("I'd want
+     to design monsters in the city of Haizhu because it has no money for art", from
+     "design monsters all day" and "my studio flat in Haizhu") is not what anyone said,
+     while a fact summarising two turns still has most of its words in one of them, and
+  3. every number in the memory (``7.0``, ``20`` of "20th", ``16`` and ``8`` of
      "16:8"; compared as numbers, so 7 = 7.0) occurs in the evidence, and
-  3. every capitalised name in the memory (a word of two or more letters starting with
+  4. every capitalised name in the memory (a word of two or more letters starting with
      an upper-case letter that is not a stop or subject word: "Tudou", "Hangzhou",
-     "December", "IELTS") occurs in the evidence as a word, ignoring case.
+     "December", "IELTS"; at the start of a sentence too) occurs in the evidence as a
+     word, ignoring case.
   A memory with no content word at all is never supported.
 
 The evidence for a memory written by turn ``t`` of the script is what its hippocampus
@@ -77,6 +83,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 SUPPORT_MIN_RATIO = 0.6
+SUPPORT_MIN_ANCHOR = 0.5
 DUPLICATE_JACCARD = 0.6
 DUPLICATE_COSINE = 0.9
 MIN_CONTENT_WORDS = 2  # fewer than this (after removing phatic words) is phatic
@@ -303,17 +310,27 @@ class Evidence:
     words: frozenset[str] = frozenset()
     numbers: frozenset[float] = frozenset()
     tokens: frozenset[str] = frozenset()  # lower-cased, unstemmed (for names)
+    messages: tuple[frozenset[str], ...] = ()  # the content words of each message
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Evidence:
-        words: set[str] = set()
+        messages: list[frozenset[str]] = []
         nums: set[float] = set()
         tokens: set[str] = set()
         for text in texts:
-            words |= content_words(text)
+            messages.append(content_words(text))
             nums |= numbers(text)
             tokens.update(_TOKEN.findall(_normalise(text).lower()))
-        return cls(frozenset(words), frozenset(nums), frozenset(tokens))
+        words = frozenset().union(*messages)
+        return cls(words, frozenset(nums), frozenset(tokens), tuple(messages))
+
+    def __or__(self, other: Evidence) -> Evidence:
+        return Evidence(
+            self.words | other.words,
+            self.numbers | other.numbers,
+            self.tokens | other.tokens,
+            self.messages + other.messages,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +338,7 @@ class Support:
     """How well some evidence supports a memory."""
 
     ratio: float  # share of the memory's content words found in the evidence
+    anchor: float  # the largest share found in one single message
     missing_words: tuple[str, ...]
     missing_numbers: tuple[str, ...]
     missing_names: tuple[str, ...]
@@ -328,11 +346,14 @@ class Support:
     @property
     def ok(self) -> bool:
         return (
-            self.ratio >= SUPPORT_MIN_RATIO and not self.missing_numbers and not self.missing_names
+            self.ratio >= SUPPORT_MIN_RATIO
+            and self.anchor >= SUPPORT_MIN_ANCHOR
+            and not self.missing_numbers
+            and not self.missing_names
         )
 
     def describe(self) -> str:
-        parts = [f"{self.ratio:.0%} of content words"]
+        parts = [f"{self.ratio:.0%} of content words ({self.anchor:.0%} in one message)"]
         if self.missing_words:
             parts.append("missing " + ", ".join(self.missing_words[:6]))
         if self.missing_numbers:
@@ -351,8 +372,10 @@ def support(text: str, evidence: Evidence) -> Support:
     words = content_words(text)
     missing = sorted(words - evidence.words)
     ratio = (len(words) - len(missing)) / len(words) if words else 0.0
+    anchor = max((len(words & m) / len(words) for m in evidence.messages if words), default=0.0)
     return Support(
         ratio=ratio,
+        anchor=anchor,
         missing_words=tuple(missing),
         missing_numbers=tuple(_number_text(n) for n in sorted(numbers(text) - evidence.numbers)),
         missing_names=tuple(sorted(n for n in names(text) if n not in evidence.tokens)),
@@ -463,11 +486,7 @@ def judge(
         user = support(memory.content, _evidence(transcript, "user", memory.turn))
         assistant_ev = _evidence(transcript, "assistant", memory.turn)
         if persona_text:
-            assistant_ev = Evidence(
-                assistant_ev.words | card.words,
-                assistant_ev.numbers | card.numbers,
-                assistant_ev.tokens | card.tokens,
-            )
+            assistant_ev = assistant_ev | card
         assistant = support(memory.content, assistant_ev)
         supported[memory.id] = user
         phatic = phatic_reason(memory.content)

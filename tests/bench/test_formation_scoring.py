@@ -88,9 +88,12 @@ def test_a_supported_paraphrase_is_not_junk() -> None:
     assert verdict.supported["m1"].ok
 
 
-def test_an_unsupported_name_is_junk_even_when_the_words_match() -> None:
+@pytest.mark.parametrize(
+    "text", ["The user's sister Mei lives in Osaka.", "Mei, the user's sister, lives in Osaka."]
+)
+def test_an_unsupported_name_is_junk_even_when_the_words_match(text: str) -> None:
     # "Mei" was never said: the other words alone would pass the 60% share.
-    verdict = _judge(StoredMemory("m1", "The user's sister Mei lives in Osaka.", "user", turn=3))
+    verdict = _judge(StoredMemory("m1", text, "user", turn=3))
     assert _ids(verdict.junk) == ["m1"]
     assert "names not said: mei" in verdict.junk[0].reason
 
@@ -108,6 +111,16 @@ def test_invented_content_is_junk() -> None:
         )
     )
     assert _ids(verdict.junk) == ["m1"]
+
+
+def test_words_stitched_together_from_several_messages_are_junk() -> None:
+    # Every word was said, but no message said most of them: "loud" and "wheel" (turn 1),
+    # "golden" and "nocturnal" (turn 2), "sister" and "Osaka" (turn 3).
+    stitched = "The user's sister in Osaka has a loud golden wheel that is nocturnal."
+    verdict = _judge(StoredMemory("m1", stitched, "user", turn=3))
+    assert _ids(verdict.junk) == ["m1"]
+    assert verdict.supported["m1"].ratio >= scoring.SUPPORT_MIN_RATIO
+    assert verdict.supported["m1"].anchor < scoring.SUPPORT_MIN_ANCHOR
 
 
 def test_support_counts_only_what_was_said_up_to_the_memorys_turn() -> None:
