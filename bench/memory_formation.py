@@ -1,0 +1,706 @@
+"""Memory formation end to end: what a replayed conversation leaves in the long-term store.
+
+    python -m bench.memory_formation --script FILE [--config F] [--replies scripted|model]
+        [--hippocampus configured|perfect] [--persona ID] [--oracle FILE] [--export OUT.jsonl]
+
+The script is a conversation in the format of ``../shared/eval/conversations/`` (copies in
+``bench/data/conversations/``): a JSON list of sessions, each a list of
+``{"role", "content"}`` turns, the user turns of the last session carrying
+``"probe": {"expects_any": [...], "topic": ..., "stale_any": [...]}``.
+
+It is replayed through the app's real engine and stores: the services are built by
+``build_services`` from the configuration (``--config``, else ``$LM_CONFIG`` or
+``./config.json``, else the embedded defaults) with ``storage.data_dir`` pointed at a
+fresh temporary directory, no Chroma server and no database URL, so the hippocampus, the
+save gate, the long-term Chroma store and activation are the ones the app runs. Each
+session of the script is a new conversation (a new session id) of one user with one
+persona (by the script's name: late_night_diary → companion, language_tutor → tutor,
+fitness_coach → coach, anything else → companion; ``--persona`` overrides). Turns go
+through ``TurnEngine.run``, which returns after the turn's memory merge, so each turn
+starts only after the previous one's merge, as a user reading the replies would.
+
+- ``--replies scripted`` (the default): the main model is not called; the script's
+  assistant turn that follows each user turn is the reply (``ScriptedReplies``), so the
+  run measures memory formation only. ``--replies model``: the configured chat model.
+- ``--hippocampus perfect``: the ceiling of gate + retrieval. The hippocampus is an
+  oracle (``OracleHippocampus``) answering, for the user turn being replayed,
+  ``{"long_term": [...]}`` with the hand-written ideal facts of that turn
+  (``bench/data/formation_oracle/<script stem>.json``, or ``--oracle``); background and
+  short-term are left out, so the previous ones are kept.
+
+At each probe turn it records, from the memories activated for that turn, whether one
+contains an ``expects_any`` value (probe recall, case-insensitive) and whether a current
+one contains a ``stale_any`` value and none of ``expects_any`` (stale). At the end it
+judges the whole store with ``bench.formation_scoring`` (junk, wrong subject, duplicates:
+definitions there) and counts the hippocampus runs whose turn report says ``ok``.
+
+Output: one line per probe, then per-session counts, then every junk, duplicate and
+subject-error memory with its reason, and last, exactly:
+``probe_recall=A/B stale=S memories=N junk=J duplicates=D subject_errors=E
+hippocampus_valid=V/T hippocampus_p50_s=X`` (on one line; ``memories`` counts the current
+memories; the p50 is over every hippocampus run). ``--export`` writes the final store as
+JSON Lines in the app's export format (``LongTermMemory.export_jsonl``).
+
+Exit status: 0 when the run completed; 2 for a missing or malformed script, oracle or
+configuration, or an unknown persona; 1 when the app cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.config import ConfigError, Settings, load_settings
+from backend.engine.services import Services, StartupError, build_services
+from backend.engine.turn import TurnRequest, TurnSettings
+from backend.llm.port import (
+    ChatModel,
+    Delta,
+    Finish,
+    JsonSchema,
+    Message,
+    StreamingChatModel,
+    TextDelta,
+    ToolSpec,
+)
+from backend.memory.types import Memory, Namespace
+from backend.personas import UnknownPersona
+from bench import formation_scoring as scoring
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+ORACLE_DIR = DATA / "formation_oracle"
+USER_ID = "bench-formation-user"
+DEFAULT_PERSONAS = {
+    "late_night_diary": "companion",
+    "language_tutor": "tutor",
+    "fitness_coach": "coach",
+}
+NO_REPLY = "OK."  # the reply to a user turn the script gives no assistant turn for
+SHORT = 110  # characters of a memory shown per line
+
+
+class UsageError(ValueError):
+    """Bad input (script, oracle, configuration, persona): exit status 2."""
+
+
+# --- the script --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    expects_any: tuple[str, ...]
+    topic: str | None = None
+    stale_any: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptTurn:
+    """One user turn: ``session`` and ``index`` (within the session) from 0, ``number``
+    its position in the whole script; ``reply`` the scripted assistant turn after it."""
+
+    session: int
+    index: int
+    number: int
+    text: str
+    reply: str | None
+    probe: Probe | None = None
+
+
+@dataclass(frozen=True)
+class Script:
+    path: Path
+    sessions: tuple[tuple[ScriptTurn, ...], ...]
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+    @property
+    def turns(self) -> list[ScriptTurn]:
+        return [turn for session in self.sessions for turn in session]
+
+
+def _strings(value: Any, where: str, *, required: bool) -> tuple[str, ...]:
+    if value is None and not required:
+        return ()
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(v, str) and v.strip() for v in value)
+        or (required and not value)
+    ):
+        need = "a non-empty list" if required else "a list"
+        raise UsageError(f"{where}: must be {need} of non-empty strings")
+    return tuple(value)
+
+
+def _probe(value: Any, where: str) -> Probe:
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: 'probe' must be an object with 'expects_any'")
+    topic = value.get("topic")
+    if topic is not None and not isinstance(topic, str):
+        raise UsageError(f"{where}: 'probe.topic' must be a string")
+    return Probe(
+        expects_any=_strings(
+            value.get("expects_any"), f"{where}: probe.expects_any", required=True
+        ),
+        topic=topic,
+        stale_any=_strings(value.get("stale_any"), f"{where}: probe.stale_any", required=False),
+    )
+
+
+def parse_script(data: Any, path: Path) -> Script:
+    """Validate a parsed script; ``UsageError`` names the place of the first problem."""
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"{path}: a script must be a non-empty JSON list of sessions")
+    sessions: list[tuple[ScriptTurn, ...]] = []
+    number = 0
+    for s, session in enumerate(data):
+        if not isinstance(session, list):
+            raise UsageError(f"{path}: session {s}: must be a list of turns")
+        turns: list[ScriptTurn] = []
+        for t, turn in enumerate(session):
+            where = f"{path}: session {s}, turn {t}"
+            if not isinstance(turn, dict):
+                raise UsageError(f"{where}: must be an object with 'role' and 'content'")
+            role, content = turn.get("role"), turn.get("content")
+            if role not in ("user", "assistant"):
+                raise UsageError(f"{where}: 'role' must be 'user' or 'assistant', not {role!r}")
+            if not isinstance(content, str) or not content.strip():
+                raise UsageError(f"{where}: 'content' must be a non-empty string")
+            if "probe" in turn and role != "user":
+                raise UsageError(f"{where}: only user turns can carry a 'probe'")
+            if role == "user":
+                probe = _probe(turn["probe"], where) if "probe" in turn else None
+                turns.append(ScriptTurn(s, len(turns), number, content, None, probe))
+                number += 1
+            elif turns and turns[-1].reply is None:
+                turns[-1] = dataclasses.replace(turns[-1], reply=content)
+            else:
+                raise UsageError(f"{where}: an assistant turn must follow a user turn")
+        if not turns:
+            raise UsageError(f"{path}: session {s}: has no user turn")
+        sessions.append(tuple(turns))
+    script = Script(path, tuple(sessions))
+    if not any(turn.probe for turn in script.turns):
+        raise UsageError(f"{path}: no user turn carries a 'probe': nothing to score")
+    return script
+
+
+def load_script(path: Path) -> Script:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the script: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: the script is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{path}: the script is not valid JSON: {exc}") from None
+    return parse_script(data, path)
+
+
+# --- the two stand-in models ---------------------------------------------------------------
+
+
+class _StandIn(StreamingChatModel):
+    """A ``ChatModel`` that streams one prepared text per call."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def model(self) -> str:
+        return self._name
+
+    @property
+    def supports_tools(self) -> bool:
+        return False
+
+    @property
+    def supports_json_schema(self) -> bool:
+        return True
+
+    def _text(self) -> str:
+        raise NotImplementedError
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[Delta]:
+        yield TextDelta(self._text())
+        yield Finish("stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ScriptedReplies(_StandIn):
+    """The main model of ``--replies scripted``: streams the reply set with ``expect``."""
+
+    def __init__(self) -> None:
+        super().__init__("scripted-replies")
+        self._next = NO_REPLY
+
+    def expect(self, turn: ScriptTurn) -> None:
+        self._next = turn.reply or NO_REPLY
+
+    def _text(self) -> str:
+        return self._next
+
+
+OracleFacts = dict[tuple[int, int], list[dict[str, Any]]]
+_FACT_KEYS = {"content", "category", "importance", "confidence", "subject", "keywords"}
+_FACT_KEYS_OPTIONAL = {"supersedes", "emotion"}
+
+
+class OracleHippocampus(_StandIn):
+    """The hippocampus of ``--hippocampus perfect``: for the turn set with ``expect``, the
+    JSON ``{"long_term": [...]}`` with that turn's ideal facts (none: an empty list)."""
+
+    def __init__(self, facts: OracleFacts) -> None:
+        super().__init__("oracle-hippocampus")
+        self.facts = facts
+        self._key: tuple[int, int] | None = None
+
+    def expect(self, turn: ScriptTurn) -> None:
+        self._key = (turn.session, turn.index)
+
+    def _text(self) -> str:
+        items = self.facts.get(self._key, []) if self._key is not None else []
+        return json.dumps({"long_term": items}, ensure_ascii=False)
+
+
+def load_oracle(path: Path, script: Script) -> OracleFacts:
+    """The ideal facts of ``path``, checked against ``script`` (each entry's session and
+    turn exist and the user message there starts with its ``user_starts``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the oracle: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: the oracle is not valid JSON: {exc}") from None
+    entries = data.get("turns") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise UsageError(f"{path}: an oracle is an object with a 'turns' list")
+    facts: OracleFacts = {}
+    for n, entry in enumerate(entries):
+        where = f"{path}: turns[{n}]"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: must be an object")
+        s, t = entry.get("session"), entry.get("turn")
+        if not isinstance(s, int) or not isinstance(t, int):
+            raise UsageError(f"{where}: 'session' and 'turn' must be integers")
+        if not (0 <= s < len(script.sessions) and 0 <= t < len(script.sessions[s])):
+            raise UsageError(f"{where}: the script has no user turn {t} in session {s}")
+        starts = entry.get("user_starts")
+        text = script.sessions[s][t].text.strip()
+        if isinstance(starts, str) and not text.startswith(starts.strip()):
+            raise UsageError(
+                f"{where}: session {s} turn {t} is {text[:40]!r}, the oracle expects "
+                f"{starts!r}: the oracle does not belong to this script"
+            )
+        items = entry.get("long_term")
+        if not isinstance(items, list):
+            raise UsageError(f"{where}: 'long_term' must be a list")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not item.keys() >= _FACT_KEYS:
+                raise UsageError(f"{where}: long_term[{i}] needs {sorted(_FACT_KEYS)}")
+            unknown = item.keys() - _FACT_KEYS - _FACT_KEYS_OPTIONAL
+            if unknown:
+                raise UsageError(f"{where}: long_term[{i}]: unknown keys {sorted(unknown)}")
+        if (s, t) in facts:
+            raise UsageError(f"{where}: session {s} turn {t} appears twice")
+        facts[(s, t)] = items
+    return facts
+
+
+def oracle_path(script: Script) -> Path:
+    return ORACLE_DIR / f"{script.stem}.json"
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class TurnRecord:
+    turn: ScriptTurn
+    reply: str
+    report: dict[str, Any]
+    activated: list[Memory]
+
+
+@dataclass
+class ProbeRecord:
+    turn: ScriptTurn
+    probe: Probe
+    activated: list[Memory]
+    hit: int | None
+    stale: int | None
+
+    @property
+    def passed(self) -> bool:
+        return self.hit is not None
+
+
+@dataclass
+class RunResult:
+    script: Script
+    persona: str
+    hippocampus_model: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    probes: list[ProbeRecord] = field(default_factory=list)
+    memories: list[Memory] = field(default_factory=list)  # every one, oldest first
+    written_by: dict[str, int] = field(default_factory=dict)  # memory id → turn number
+    judgement: scoring.Judgement | None = None
+    session_ids: list[str] = field(default_factory=list)
+
+
+HippocampusFactory = Callable[[Script], ChatModel]
+
+
+def bench_settings(config: Path | None, data_dir: Path) -> Settings:
+    """The configured settings with a fresh embedded store under ``data_dir``."""
+    try:
+        settings = load_settings(config)
+    except ConfigError as exc:
+        raise UsageError(f"configuration: {exc}") from None
+    storage = settings.storage.model_copy(
+        update={
+            "data_dir": data_dir,
+            "chroma_url": None,
+            "sessions_db": data_dir / "sessions.sqlite3",
+            "database_url": None,
+        }
+    )
+    server = settings.server
+    if not server.personas_dir.is_dir():  # run from elsewhere: the repository's personas
+        server = server.model_copy(update={"personas_dir": REPO / "personas"})
+    return settings.model_copy(update={"storage": storage, "server": server})
+
+
+def _use_full_hippocampus_prompt(services: Services) -> None:
+    """The oracle answers the full contract: no compact mode, if the engine has one."""
+    names = {f.name for f in dataclasses.fields(TurnSettings)}
+    if "hippocampus_mode" in names:
+        services.engine.settings = dataclasses.replace(
+            services.engine.settings, hippocampus_mode="full"
+        )
+
+
+async def replay(
+    services: Services,
+    script: Script,
+    persona_id: str,
+    *,
+    replies: ScriptedReplies | None,
+    hippocampus: ChatModel,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Every user turn of ``script`` through ``services.engine.run``, in order."""
+    engine = services.engine
+    result = RunResult(script, persona_id, hippocampus.model)
+    for session in script.sessions:
+        session_id = uuid.uuid4().hex
+        result.session_ids.append(session_id)
+        for turn in session:
+            if replies is not None:
+                replies.expect(turn)
+            expect = getattr(hippocampus, "expect", None)
+            if callable(expect):
+                expect(turn)
+            done, report = await engine.run(
+                TurnRequest(
+                    user_id=USER_ID, text=turn.text, persona_id=persona_id, session_id=session_id
+                )
+            )
+            activated = [] if done.activation is None else list(done.activation.memories)
+            record = TurnRecord(turn, done.reply, report, activated)
+            result.turns.append(record)
+            for item in report.get("written", []):
+                if item.get("id"):
+                    result.written_by.setdefault(item["id"], turn.number)
+            if turn.probe is not None:
+                contents = [m.content for m in activated]
+                result.probes.append(
+                    ProbeRecord(
+                        turn,
+                        turn.probe,
+                        activated,
+                        scoring.probe_hit(contents, turn.probe.expects_any),
+                        scoring.stale_hit(
+                            [(m.content, not m.is_superseded) for m in activated],
+                            turn.probe.expects_any,
+                            turn.probe.stale_any,
+                        ),
+                    )
+                )
+            if progress is not None:
+                hippo = report.get("hippocampus", {})
+                progress(
+                    f"turn {turn.number + 1}/{len(script.turns)}: hippocampus "
+                    f"{hippo.get('status')} in {float(hippo.get('ms', 0)) / 1e3:.1f} s, "
+                    f"{len(report.get('written', []))} written"
+                )
+    await engine.drain()
+    return result
+
+
+def judge_store(services: Services, result: RunResult, persona_text: str) -> None:
+    ns = Namespace(USER_ID, result.persona)
+    memories = sorted(services.long_term.store.iter_all(ns), key=lambda m: (m.created_at, m.id))
+    result.memories = memories
+    current = [m for m in memories if not m.is_superseded]
+    vectors: dict[str, list[float]] = {}
+    embedded = services.long_term.embed([m.content for m in current])
+    if embedded is not None:
+        vectors = {m.id: [float(x) for x in row] for m, row in zip(current, embedded, strict=True)}
+    transcript: list[scoring.Utterance] = []
+    for record in result.turns:
+        transcript.append(scoring.Utterance("user", record.turn.text, record.turn.number))
+        if record.reply:
+            transcript.append(scoring.Utterance("assistant", record.reply, record.turn.number))
+    stored = [
+        scoring.StoredMemory(
+            m.id, m.content, m.subject, not m.is_superseded, result.written_by.get(m.id)
+        )
+        for m in memories
+    ]
+    result.judgement = scoring.judge(stored, transcript, vectors=vectors, persona_text=persona_text)
+
+
+async def run(
+    script: Script,
+    *,
+    config: Path | None = None,
+    replies: str = "scripted",
+    hippocampus: str = "configured",
+    persona: str | None = None,
+    oracle: Path | None = None,
+    export: Path | None = None,
+    hippocampus_factory: HippocampusFactory | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Replay ``script`` on a fresh store and judge it. ``hippocampus_factory`` (tests
+    only) replaces the hippocampus model with the one it builds for the script."""
+    persona_id = persona or DEFAULT_PERSONAS.get(script.stem, "companion")
+    facts = None
+    if hippocampus == "perfect" and hippocampus_factory is None:
+        facts = load_oracle(oracle or oracle_path(script), script)
+    with tempfile.TemporaryDirectory(prefix="lm-formation-") as tmp:
+        settings = bench_settings(config, Path(tmp) / "data")
+        try:
+            services = build_services(settings)
+        except StartupError as exc:
+            raise RuntimeError(f"the app cannot start: {exc}") from None
+        try:
+            try:
+                persona_obj = services.personas.resolve(persona_id)
+            except UnknownPersona:
+                known = ", ".join(p.id for p in services.personas)
+                raise UsageError(f"unknown persona {persona_id!r} (known: {known})") from None
+            scripted = ScriptedReplies() if replies == "scripted" else None
+            if scripted is not None:
+                services.engine.chat = scripted
+            model: ChatModel = services.hippocampus
+            if hippocampus_factory is not None:
+                model = hippocampus_factory(script)
+            elif facts is not None:
+                model = OracleHippocampus(facts)
+            if model is not services.hippocampus:
+                services.engine.hippocampus = model
+                _use_full_hippocampus_prompt(services)
+            result = await replay(
+                services,
+                script,
+                persona_obj.id,
+                replies=scripted,
+                hippocampus=model,
+                progress=progress,
+            )
+            judge_store(services, result, persona_obj.system_prompt)
+            if export is not None:
+                ns = Namespace(USER_ID, persona_obj.id)
+                with export.open("w", encoding="utf-8") as handle:
+                    for line in services.long_term.export_jsonl(ns):
+                        handle.write(line)
+        finally:
+            await services.aclose()
+    return result
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def _short(text: str, limit: int = SHORT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def hippocampus_times(result: RunResult) -> tuple[int, int, float]:
+    """(runs with status ok, runs, p50 seconds over every run)."""
+    infos = [r.report.get("hippocampus") or {} for r in result.turns]
+    valid = sum(1 for info in infos if info.get("status") == "ok")
+    times = [float(info["ms"]) / 1e3 for info in infos if "ms" in info]
+    return valid, len(infos), scoring.percentile(times, 0.5)
+
+
+def final_line(result: RunResult) -> str:
+    judged = result.judgement or scoring.Judgement(memories=0)
+    valid, total, p50 = hippocampus_times(result)
+    passed = sum(1 for p in result.probes if p.passed)
+    stale = sum(1 for p in result.probes if p.stale is not None)
+    return (
+        f"probe_recall={passed}/{len(result.probes)} stale={stale} memories={judged.memories} "
+        f"junk={len(judged.junk)} duplicates={len(judged.duplicates)} "
+        f"subject_errors={len(judged.subject_errors)} hippocampus_valid={valid}/{total} "
+        f"hippocampus_p50_s={p50:.2f}"
+    )
+
+
+def gate_lines(result: RunResult) -> list[str]:
+    """Every candidate the gate rejected, reinforced or used to supersede, with its reason;
+    and hippocampus runs that were not ``ok``."""
+    contents = {m.id: m.content for m in result.memories}
+    lines = []
+    for record in result.turns:
+        where = f"{record.turn.session + 1}.{record.turn.index + 1}"
+        report = record.report
+        info = report.get("hippocampus") or {}
+        if info.get("status") != "ok":
+            error = f": {_short(str(info['error']), 80)}" if info.get("error") else ""
+            lines.append(f"{where} hippocampus {info.get('status')}{error}")
+        for item in report.get("rejected", []):
+            lines.append(f"{where} rejected {_short(item['content'])!r}: {item['reason']}")
+        for item in report.get("reinforced", []):
+            target = contents.get(item.get("id") or "", "?")
+            lines.append(
+                f"{where} reinforced {_short(target, 60)!r} instead of writing "
+                f"{_short(item['content'], 80)!r}: {item['reason']}"
+            )
+        for item in report.get("superseded", []):
+            old = contents.get(item.get("id") or "", "?")
+            lines.append(f"{where} superseded {_short(old, 80)!r}: {item['reason']}")
+    return lines
+
+
+def render(result: RunResult) -> str:
+    lines = [
+        f"script {result.script.path} ({len(result.script.sessions)} sessions, "
+        f"{len(result.script.turns)} user turns), persona {result.persona}, "
+        f"hippocampus {result.hippocampus_model}",
+        "",
+        f"Probes ({len(result.probes)}):",
+    ]
+    for n, p in enumerate(result.probes, 1):
+        topic = p.probe.topic or _short(p.turn.text, 40)
+        verdict = "PASS" if p.passed else "FAIL"
+        stale = "STALE" if p.stale is not None else "not stale"
+        if p.hit is not None:
+            best = f"#{p.hit + 1} {_short(p.activated[p.hit].content)}"
+        elif p.activated:
+            best = f"(no match) #1 {_short(p.activated[0].content)}"
+        else:
+            best = "(nothing activated)"
+        lines.append(
+            f"probe {n} [{topic}] {verdict} {stale} | {len(p.activated)} activated | {best}"
+        )
+        if p.stale is not None:
+            lines.append(f"    stale: {_short(p.activated[p.stale].content)}")
+    lines += ["", "Sessions:"]
+    current_ids = {m.id for m in result.memories if not m.is_superseded}
+    for s, session_id in enumerate(result.session_ids):
+        records = [r for r in result.turns if r.turn.session == s]
+        ok = sum(1 for r in records if (r.report.get("hippocampus") or {}).get("status") == "ok")
+        kinds = ("written", "superseded", "reinforced", "rejected", "queued")
+        count = {k: sum(len(r.report.get(k, [])) for r in records) for k in kinds}
+        kept = sum(
+            1 for m in result.memories if m.source_session == session_id and m.id in current_ids
+        )
+        lines.append(
+            f"session {s + 1}: turns={len(records)} hippocampus_ok={ok}/{len(records)} "
+            f"written={count['written']} superseded={count['superseded']} "
+            f"reinforced={count['reinforced']} rejected={count['rejected']} "
+            f"queued={count['queued']} current_at_end={kept}"
+        )
+    lines += ["", "Gate decisions other than a plain write (session.turn, from the turn reports):"]
+    lines += gate_lines(result) or ["(none)"]
+    judged = result.judgement
+    if judged is not None:
+        for title, findings in (
+            ("Junk", judged.junk),
+            ("Duplicates", judged.duplicates),
+            ("Subject errors", judged.subject_errors),
+        ):
+            lines += ["", f"{title} ({len(findings)}):"]
+            for f in findings:
+                other = f" (of {f.other_id[:8]})" if f.other_id else ""
+                lines.append(f"- {f.memory_id[:8]} {_short(f.content)!r}: {f.reason}{other}")
+    lines += ["", final_line(result)]
+    return "\n".join(lines)
+
+
+def main(
+    argv: Sequence[str] | None = None, *, hippocampus_factory: HippocampusFactory | None = None
+) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.memory_formation",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--script", type=Path, required=True, help="a conversation script")
+    parser.add_argument("--config", type=Path, default=None, help="config.json to use")
+    parser.add_argument("--replies", choices=("scripted", "model"), default="scripted")
+    parser.add_argument("--hippocampus", choices=("configured", "perfect"), default="configured")
+    parser.add_argument("--persona", default=None, help="persona id (default: by script name)")
+    parser.add_argument("--oracle", type=Path, default=None, help="ideal facts for 'perfect'")
+    parser.add_argument("--export", type=Path, default=None, help="write the store as JSONL")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        if args.config is not None and not args.config.is_file():
+            raise UsageError(f"{args.config}: no such configuration file")
+        script = load_script(args.script)
+        result = asyncio.run(
+            run(
+                script,
+                config=args.config,
+                replies=args.replies,
+                hippocampus=args.hippocampus,
+                persona=args.persona,
+                oracle=args.oracle,
+                export=args.export,
+                hippocampus_factory=hippocampus_factory,
+                progress=None if args.quiet else progress,
+            )
+        )
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
