@@ -1,7 +1,9 @@
 """What the save gate's screening may count as said: the evidence of one turn.
 
 The user's words are those the hippocampus saw: the new message, the catch-up batch of
-messages no run has read, and the verbatim user items of short-term. The
+messages no run has read, and (full contract) the verbatim user items of short-term; the
+compact contract reads only the new messages, and the earlier turn it is shown may lend
+names and numbers, not content. The
 persona's words are its card (name, description, system prompt, greeting) and its
 replies in short-term; never its ``hippocampus_focus``, which is an instruction to the
 memory, not something the companion said.
@@ -11,11 +13,26 @@ from __future__ import annotations
 
 from backend.hippocampus import SessionMemoryState
 from backend.hippocampus.budget import catch_up_batch
+from backend.hippocampus.compact import context_items, new_messages
 from backend.memory.screening import Evidence
 from backend.personas import Persona
 
 
-def turn_evidence(state: SessionMemoryState, user_message: str, persona: Persona) -> Evidence:
+def turn_evidence(
+    state: SessionMemoryState, user_message: str, persona: Persona, *, compact: bool = False
+) -> Evidence:
+    """The evidence for this turn's candidates. ``compact``: the compact contract reads
+    only the new messages, so only they are evidence of content; the earlier turn it is
+    shown for context may supply names and numbers (``Evidence.context``)."""
+    persona_words = [persona.name, persona.description, persona.system_prompt, persona.greeting]
+    persona_words += [item.text for item in state.short_term if item.role == "assistant"]
+    persona_evidence = tuple(text for text in persona_words if text)
+    if compact:
+        return Evidence(
+            user=new_messages(state, user_message),
+            persona=persona_evidence,
+            context=tuple(item.text for item in context_items(state)),
+        )
     batch = catch_up_batch(state.missed)
     # Verbatim items only: a compressed one is the model's rewording, not the user's words.
     user = [
@@ -23,9 +40,4 @@ def turn_evidence(state: SessionMemoryState, user_message: str, persona: Persona
         for item in (*state.short_term, *batch)
         if item.role == "user" and not item.compressed
     ]
-    persona_words = [persona.name, persona.description, persona.system_prompt, persona.greeting]
-    persona_words += [item.text for item in state.short_term if item.role == "assistant"]
-    return Evidence(
-        user=(*user, user_message),
-        persona=tuple(text for text in persona_words if text),
-    )
+    return Evidence(user=(*user, user_message), persona=persona_evidence)

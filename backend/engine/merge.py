@@ -62,9 +62,10 @@ def screen_candidates(
     result: HippocampusResult,
 ) -> list[Screened]:
     """The save gate's rule 0 on this turn's candidates (``backend.memory.screening``)."""
+    compact = engine.settings.hippocampus_mode == "compact"
     return screen(
         result.long_term,
-        turn_evidence(state, text, persona),
+        turn_evidence(state, text, persona, compact=compact),
         min_support=_gate_policy(engine, persona).min_support,
     )
 

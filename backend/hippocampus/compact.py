@@ -8,10 +8,12 @@ rest to code:
 
 - **the model** reads only the user's NEW message (plus, for context, the turn before
   it, and the catch-up batch of messages no run has read yet) and answers a short JSON
-  object: up to :data:`MAX_FACTS` facts, each a sentence with a category and an
-  importance, and the user's feeling from the closed vocabulary. The output is
-  grammar-constrained (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and
-  two worked examples) comes first, so llama.cpp reuses its KV cache run after run;
+  object: up to :data:`MAX_FACTS` facts, each one sentence, and the user's feeling from
+  the closed vocabulary. Category and importance are not asked for: every token costs
+  time on a CPU, and a small model's labels were noise (everything ``personal_fact`` at
+  0.4-1.0); code infers them (``memory.screening``). The output is grammar-constrained
+  (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and two worked examples)
+  comes first, so llama.cpp reuses its KV cache run after run;
 - **code** keeps the short-term history verbatim (the token budget trims the oldest
   items, as in the failure fallback) and rolls the background forward from the facts
   that pass the save gate's screening (newest last, oldest dropped beyond
@@ -35,10 +37,11 @@ from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
 from backend.hippocampus.state import HippocampusResult, SessionMemoryState, ShortTermItem
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
 from backend.memory.keywords import extract_keywords
-from backend.memory.types import CATEGORIES, Candidate, Emotion
+from backend.memory.screening import CATEGORY_PRIOR, infer_category
+from backend.memory.types import Candidate, Emotion
 
-MAX_FACTS = 3
-FACT_MAX_CHARS = 200
+MAX_FACTS = 2
+FACT_MAX_CHARS = 150
 CONTEXT_MAX_TOKENS = 120  # each earlier item shown for context is cut to this
 NEW_MESSAGE_MAX_TOKENS = 600
 # A fact the user stated in so many words: the screening checks the words themselves.
@@ -51,16 +54,7 @@ COMPACT_SCHEMA: dict[str, Any] = {
         "facts": {
             "type": "array",
             "maxItems": MAX_FACTS,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "fact": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
-                    "category": {"type": "string", "enum": list(CATEGORIES)},
-                    "importance": {"type": "number", "minimum": 0, "maximum": 1},
-                },
-                "required": ["fact", "category", "importance"],
-                "additionalProperties": False,
-            },
+            "items": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
         },
         "emotion": {"type": "string", "enum": [*EMOTION_LABELS, NO_FEELING]},
     },
@@ -82,9 +76,6 @@ message: take no facts from them, and never anything the companion said.
 Do not list greetings, thanks, small talk, questions, or how the user feels right now. \
 Most messages hold no lasting fact: then "facts" is [].
 
-"category": one of {", ".join(CATEGORIES)}.
-"importance": 0.9 for health, close people and big life events; 0.7 for jobs, homes, \
-goals and plans; 0.5 for small lasting details.
 "emotion": the user's feeling in the new message, one of {", ".join(EMOTION_LABELS)}, \
 or {NO_FEELING}.
 """
@@ -97,16 +88,8 @@ _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
         "started as a nurse in Sapporo, and I'm allergic to cats so visiting him is hard lol",
         {
             "facts": [
-                {
-                    "fact": "The user's brother Kenji started as a nurse in Sapporo.",
-                    "category": "relationship",
-                    "importance": 0.8,
-                },
-                {
-                    "fact": "The user is allergic to cats.",
-                    "category": "health",
-                    "importance": 0.9,
-                },
+                "The user's brother Kenji started as a nurse in Sapporo.",
+                "The user is allergic to cats.",
             ],
             "emotion": "joy",
         },
@@ -156,22 +139,19 @@ def build_compact_messages(state: SessionMemoryState, user_message: str) -> list
 
 
 def _fact(raw: Any) -> Candidate | None:
-    if isinstance(raw, str):
-        raw = {"fact": raw}
-    if not isinstance(raw, Mapping):
+    """A candidate from one answer item: a string (or an object with ``fact``). The
+    category comes from the text's cues and the importance from the category's prior:
+    a small model's own labels are noise (screening calibrates them anyway)."""
+    if isinstance(raw, Mapping):
+        raw = raw.get("fact", raw.get("content"))
+    if not isinstance(raw, str) or not clean_text(raw):
         return None
-    text = raw.get("fact", raw.get("content"))
-    if not isinstance(text, str) or not clean_text(text):
-        return None
-    content = clean_text(text)[: 2 * FACT_MAX_CHARS]
-    importance = raw.get("importance")
-    if isinstance(importance, bool) or not isinstance(importance, int | float):
-        importance = 0.5
-    category = raw.get("category")
+    content = clean_text(raw)[: 2 * FACT_MAX_CHARS]
+    category = infer_category(content, "personal_fact")
     return Candidate(
         content=content,
-        category=category if isinstance(category, str) else "general",
-        importance=float(importance),
+        category=category,
+        importance=CATEGORY_PRIOR[category],
         confidence=COMPACT_CONFIDENCE,
         subject="user",
         keywords=tuple(extract_keywords(content)[:5]),

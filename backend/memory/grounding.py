@@ -210,11 +210,13 @@ class Grounding:
         return self.support >= min_support and not self.missing_specifics
 
 
-def grounding(text: str, sources: Iterable[str]) -> Grounding:
-    """:func:`support` plus the numbers and names of ``text`` the sources never mention."""
+def grounding(text: str, sources: Iterable[str], names_from: Iterable[str] = ()) -> Grounding:
+    """:func:`support` plus the numbers and names of ``text`` that neither the sources nor
+    ``names_from`` (context that may supply names, not content) mention."""
     sources = list(sources)
-    pool = frozenset().union(*(content_tokens(s) for s in sources))
-    raw = " ".join(_normalise(s) for s in sources)
+    named = [*sources, *names_from]
+    pool = frozenset().union(*(content_tokens(s) for s in named))
+    raw = " ".join(_normalise(s) for s in named)
     stems = _stems(pool)
     missing = sorted(
         s

@@ -34,8 +34,7 @@ def full_answer(*contents: str, subject: str = "user") -> str:
 
 
 def compact_answer(*facts: str, emotion: str = "joy") -> str:
-    items = [{"fact": f, "category": "personal_fact", "importance": 1.0} for f in facts]
-    return json.dumps({"facts": items, "emotion": emotion})
+    return json.dumps({"facts": list(facts), "emotion": emotion})
 
 
 async def test_the_gate_keeps_only_what_the_user_said(rig: Rig) -> None:
@@ -110,3 +109,33 @@ async def test_a_failed_run_leaves_its_facts_to_the_next_one(compact: Rig) -> No
     [stored] = compact.long_term.store.list(NS)
     assert stored.category == "health"
     assert not compact.sessions.load_state(turn.session.id).missed
+
+
+async def test_compact_facts_need_the_new_message_the_context_lends_names(compact: Rig) -> None:
+    compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is a night owl.")])
+    compact.chat.enqueue(["Tudou!"])
+    turn, _ = await compact.engine.run(
+        TurnRequest(user_id="u1", text="my hamster Tudou is such a night owl")
+    )
+    compact.hippocampus.enqueue(
+        [
+            compact_answer(
+                "The user's hamster Tudou is a night owl.",  # repeated from context
+                "The user's hamster Tudou is a little golden guy, two years old.",
+            )
+        ]
+    )
+    compact.chat.enqueue(["Cute."])
+    _, report = await compact.engine.run(
+        TurnRequest(
+            user_id="u1",
+            text="he's a little golden guy, two years old",
+            session_id=turn.session.id,
+        )
+    )
+    assert [w["content"] for w in report["written"]] == [
+        "The user's hamster Tudou is a little golden guy, two years old."
+    ]
+    [rejected] = report["rejected"]
+    assert rejected["content"] == "The user's hamster Tudou is a night owl."
+    assert rejected["reason"].startswith("not grounded")

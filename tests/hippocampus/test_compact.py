@@ -85,7 +85,7 @@ def test_parse_finds_the_object_in_prose_and_refuses_garbage() -> None:
 def test_schema_bounds_the_answer() -> None:
     facts = COMPACT_SCHEMA["properties"]["facts"]
     assert facts["maxItems"] == MAX_FACTS
-    assert facts["items"]["properties"]["fact"]["maxLength"] <= 300
+    assert facts["items"]["maxLength"] <= 300
 
 
 def test_background_rolls_forward_once_per_fact_and_stays_bounded() -> None:
