@@ -533,7 +533,9 @@ async def run(
                 hippocampus=model,
                 progress=progress,
             )
-            judge_store(services, result, persona_obj.system_prompt)
+            p = persona_obj  # its card: the persona's own words, as the app counts them
+            card = "\n".join(t for t in (p.name, p.description, p.system_prompt, p.greeting) if t)
+            judge_store(services, result, card)
             if export is not None:
                 ns = Namespace(USER_ID, persona_obj.id)
                 with export.open("w", encoding="utf-8") as handle:

@@ -29,7 +29,11 @@ SCRIPT = [
         {"role": "assistant", "content": "Hello! I'm well, thanks. How was your day?"},
         {"role": "user", "content": "My dog Biscuit is a three-year-old beagle."},
         {"role": "assistant", "content": "Biscuit sounds lovely."},
-        {"role": "user", "content": "I live in Lisbon and I work as a nurse."},
+        {
+            "role": "user",
+            "content": "I live in Lisbon near the old tram line. "
+            "I work as a nurse at a children's hospital.",
+        },
         {"role": "assistant", "content": "Nursing in Lisbon, that must keep you busy."},
     ],
     [
@@ -59,9 +63,9 @@ def fact(content: str, **extra: Any) -> dict[str, Any]:
 
 
 DOG = fact("The user's dog Biscuit is a three-year-old beagle.")
-LISBON = fact("The user lives in Lisbon.")
-NURSE = fact("The user works as a nurse.")
-PORTO = fact("The user moved to Porto.", supersedes="The user lives in Lisbon.")
+LISBON = fact("The user lives in Lisbon near the old tram line.")
+NURSE = fact("The user works as a nurse at a children's hospital.")
+PORTO = fact("The user moved to Porto.", supersedes=LISBON["content"])
 # What the hippocampus answers, turn by turn: the first run is garbage (not JSON).
 ANSWERS = [
     None,
