@@ -153,7 +153,9 @@ class EmbeddedHippocampus(EmbeddedChat):
     mode: HippocampusMode = "auto"
     temperature: float = Field(0.2, ge=0, le=2)  # extraction, not prose
     max_tokens: int | None = Field(1024, ge=1)
-    repeat_penalty: float = Field(1.2, ge=0.5, le=2)  # small models loop on JSON lists
+    # 1.0: the compact contract copies the user's own words (a penalty pushed names and
+    # numbers out), and its grammar bounds every list and string, so nothing can loop.
+    repeat_penalty: float = Field(1.0, ge=0.5, le=2)
 
 
 class EmbeddedEmbedding(_Embedded):

@@ -48,7 +48,7 @@ def test_missing_file_means_all_defaults(tmp_path: Path) -> None:
     settings = load_settings(tmp_path / "config.json", {})
     assert isinstance(settings.chat, EmbeddedChat)
     assert settings.hippocampus.provider == settings.embedding.provider == "embedded"
-    assert settings.hippocampus.repeat_penalty == 1.2
+    assert settings.hippocampus.repeat_penalty == 1.0
     assert settings.server.host == "127.0.0.1" and settings.server.port == 8000
     assert settings.storage.data_dir == tmp_path / "data"
     assert settings.storage.sessions_db == tmp_path / "data" / "sessions.sqlite3"

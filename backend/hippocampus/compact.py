@@ -6,8 +6,9 @@ answer on a long prompt: on a 2-core CPU that took 7-17 s a run and came back un
 in most runs. The compact contract asks for what only a model can do, and leaves the
 rest to code:
 
-- **the model** reads only the user's NEW message (plus, for context, the turn before
-  it, and the catch-up batch of messages no run has read yet) and answers a short JSON
+- **the model** reads only the user's NEW message (and the catch-up batch of messages no
+  run has read yet; no earlier turn: shown one for context, Qwen2.5-0.5B re-proposed its
+  facts run after run and resolved "he" no better) and answers a short JSON
   object: up to :data:`MAX_FACTS` facts, each one sentence, and the user's feeling from
   the closed vocabulary. Category and importance are not asked for: every token costs
   time on a CPU, and a small model's labels were noise (everything ``personal_fact`` at
@@ -34,7 +35,7 @@ from typing import Any
 from backend.hippocampus.budget import catch_up_batch, truncate_middle
 from backend.hippocampus.parse import MAX_SCAN_POSITIONS, HippocampusParseError, clean_text
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
-from backend.hippocampus.state import HippocampusResult, SessionMemoryState, ShortTermItem
+from backend.hippocampus.state import HippocampusResult, SessionMemoryState
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
 from backend.memory.keywords import extract_keywords
 from backend.memory.screening import CATEGORY_PRIOR, infer_category
@@ -42,7 +43,6 @@ from backend.memory.types import Candidate, Emotion
 
 MAX_FACTS = 2
 FACT_MAX_CHARS = 150
-CONTEXT_MAX_TOKENS = 120  # each earlier item shown for context is cut to this
 NEW_MESSAGE_MAX_TOKENS = 600
 # A fact the user stated in so many words: the screening checks the words themselves.
 COMPACT_CONFIDENCE = 0.9
@@ -70,8 +70,7 @@ Read the NEW MESSAGE. List each lasting fact about the user's life in it: people
 pets and their names, family, where the user lives, job, health (allergies, injuries, \
 conditions), plans and dates, goals, habits, likes and dislikes, numbers they give. \
 Write each fact as one short sentence starting with "The user", and keep the user's own \
-names, numbers and key words. The EARLIER lines only help you understand the new \
-message: take no facts from them, and never anything the companion said.
+names, numbers and key words.
 
 Do not list greetings, thanks, small talk, questions, or how the user feels right now. \
 Most messages hold no lasting fact: then "facts" is [].
@@ -84,7 +83,7 @@ or {NO_FEELING}.
 # the screening rejects them should a model copy one.
 _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     (
-        "EARLIER:\nCompanion: How was your weekend?\n\nNEW MESSAGE:\nbusy! my brother Kenji "
+        "NEW MESSAGE:\nbusy weekend! my brother Kenji "
         "started as a nurse in Sapporo, and I'm allergic to cats so visiting him is hard lol",
         {
             "facts": [
@@ -101,17 +100,6 @@ _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def _line(item: ShortTermItem) -> str:
-    who = "User" if item.role == "user" else "Companion" if item.role == "assistant" else "Note"
-    return f"{who}: {truncate_middle(item.text, CONTEXT_MAX_TOKENS)}"
-
-
-def context_items(state: SessionMemoryState) -> tuple[ShortTermItem, ...]:
-    """The earlier turn shown for context: the last user message and the reply after it."""
-    items = [item for item in state.short_term if item.role in ("user", "assistant")]
-    return tuple(items[-2:])
-
-
 def new_messages(state: SessionMemoryState, user_message: str) -> tuple[str, ...]:
     """What this run reads for facts: the catch-up batch (messages a failed run never
     read, oldest first), then the new message."""
@@ -125,16 +113,12 @@ def build_compact_messages(state: SessionMemoryState, user_message: str) -> list
     for prompt, answer in _EXAMPLES:
         messages.append({"role": "user", "content": prompt})
         messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})
-    parts: list[str] = []
-    context = context_items(state)
-    if context:
-        parts.append("EARLIER:\n" + "\n".join(_line(item) for item in context))
     texts = [truncate_middle(t, NEW_MESSAGE_MAX_TOKENS) for t in new_messages(state, user_message)]
     if len(texts) > 1:
-        parts.append("NEW MESSAGES (oldest first):\n" + "\n".join(f"- {t}" for t in texts))
+        data = "NEW MESSAGES (oldest first):\n" + "\n".join(f"- {t}" for t in texts)
     else:
-        parts.append(f"NEW MESSAGE:\n{texts[0]}")
-    messages.append({"role": "user", "content": "\n\n".join(parts)})
+        data = f"NEW MESSAGE:\n{texts[0]}"
+    messages.append({"role": "user", "content": data})
     return messages
 
 

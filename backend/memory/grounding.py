@@ -49,7 +49,7 @@ _SUBJECT_WORDS = _words(
     user users user's companion companions assistant persona bot they them their theirs
     themselves themself he him his she her hers i me my mine myself we us our ours you your
     yours yourself the a an is are was were be been am it its this that these those
-    currently now also still really very
+    currently now also still really very guy guys person people folks thing things stuff
     to of in on at by as or if so up do go am is be no it us an
     """
 )
@@ -62,6 +62,9 @@ _FRAMING_WORDS = _words(
     has have had having does did do is
     """
 )
+# Relations a fact is framed in ("lives in", "works as"): no evidence either way, but they
+# still make "The user lives in Chengdu" a fact rather than filler.
+_RELATION_WORDS = _words("live lives lived living work works worked working get gets got getting")
 # Greetings, thanks, filler and laughter: never memories on their own.
 _PHATIC_WORDS = _words(
     """
@@ -133,7 +136,7 @@ def _tokens(text: str, ignore: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-_IGNORED = STOP_WORDS_EN | _SUBJECT_WORDS | _FRAMING_WORDS
+_IGNORED = STOP_WORDS_EN | _SUBJECT_WORDS | _FRAMING_WORDS | _RELATION_WORDS
 
 
 def content_tokens(text: str) -> frozenset[str]:
@@ -150,7 +153,7 @@ def _strip_phatic_zh(text: str) -> str:
 def is_content_free(text: str) -> bool:
     """True for greetings, thanks, filler and anything with under two content tokens."""
     stripped = _strip_phatic_zh(_normalise(text))
-    tokens = _tokens(stripped, _IGNORED | _PHATIC_WORDS)
+    tokens = _tokens(stripped, (_IGNORED - _RELATION_WORDS) | _PHATIC_WORDS)
     latin = [t for t in tokens if not is_cjk(t)]
     cjk_chars = {ch for t in tokens if is_cjk(t) for ch in t}
     # Two Latin content words, or a Latin word and a CJK one, or a few CJK characters.
@@ -210,13 +213,11 @@ class Grounding:
         return self.support >= min_support and not self.missing_specifics
 
 
-def grounding(text: str, sources: Iterable[str], names_from: Iterable[str] = ()) -> Grounding:
-    """:func:`support` plus the numbers and names of ``text`` that neither the sources nor
-    ``names_from`` (context that may supply names, not content) mention."""
+def grounding(text: str, sources: Iterable[str]) -> Grounding:
+    """:func:`support` plus the numbers and names of ``text`` the sources never mention."""
     sources = list(sources)
-    named = [*sources, *names_from]
-    pool = frozenset().union(*(content_tokens(s) for s in named))
-    raw = " ".join(_normalise(s) for s in named)
+    pool = frozenset().union(*(content_tokens(s) for s in sources))
+    raw = " ".join(_normalise(s) for s in sources)
     stems = _stems(pool)
     missing = sorted(
         s

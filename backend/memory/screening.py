@@ -99,9 +99,6 @@ class Evidence:
 
     user: tuple[str, ...] = ()
     persona: tuple[str, ...] = ()
-    # Earlier lines shown only to resolve "he" or "there": they may supply a fact's names
-    # and numbers, never its content (a model that repeats them re-proposes old facts).
-    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +152,7 @@ def screen_one(
     content = candidate.content.strip()
     if is_content_free(content):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
-    by_user = grounding(content, evidence.user, names_from=evidence.context)
+    by_user = grounding(content, evidence.user)
     if by_user.ok(min_support):
         subject = "user"
     else:

@@ -111,7 +111,7 @@ async def test_a_failed_run_leaves_its_facts_to_the_next_one(compact: Rig) -> No
     assert not compact.sessions.load_state(turn.session.id).missed
 
 
-async def test_compact_facts_need_the_new_message_the_context_lends_names(compact: Rig) -> None:
+async def test_compact_facts_must_come_from_the_new_message(compact: Rig) -> None:
     compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is a night owl.")])
     compact.chat.enqueue(["Tudou!"])
     turn, _ = await compact.engine.run(
@@ -120,8 +120,8 @@ async def test_compact_facts_need_the_new_message_the_context_lends_names(compac
     compact.hippocampus.enqueue(
         [
             compact_answer(
-                "The user's hamster Tudou is a night owl.",  # repeated from context
-                "The user's hamster Tudou is a little golden guy, two years old.",
+                "The user's hamster Tudou is a night owl.",  # an earlier turn's fact
+                "The user's hamster is a little golden guy, two years old.",
             )
         ]
     )
@@ -129,12 +129,12 @@ async def test_compact_facts_need_the_new_message_the_context_lends_names(compac
     _, report = await compact.engine.run(
         TurnRequest(
             user_id="u1",
-            text="he's a little golden guy, two years old",
+            text="my hamster is a little golden guy, two years old",
             session_id=turn.session.id,
         )
     )
     assert [w["content"] for w in report["written"]] == [
-        "The user's hamster Tudou is a little golden guy, two years old."
+        "The user's hamster is a little golden guy, two years old."
     ]
     [rejected] = report["rejected"]
     assert rejected["content"] == "The user's hamster Tudou is a night owl."

@@ -32,9 +32,7 @@ def test_the_stable_prefix_comes_first_and_only_the_last_message_varies() -> Non
     assert one[0] == {"role": "system", "content": COMPACT_SYSTEM}
     assert one[:-1] == two[:-1]  # rules and worked examples: llama.cpp reuses their KV cache
     last = one[-1]["content"]
-    assert last.endswith("NEW MESSAGE:\nin October, in Chengdu")
-    assert "User: my sister is getting married" in last  # context for "in October"
-    assert "Companion: Congratulations to her! When?" in last
+    assert last == "NEW MESSAGE:\nin October, in Chengdu"  # no earlier turn: see the module
 
 
 def test_missed_messages_are_read_with_the_new_one() -> None:

@@ -51,6 +51,7 @@ def fact(content: str, **kw: object) -> Candidate:
         "哈哈哈",
         "晚安啦",
         "The user is happy.",
+        "The user is nocturnal.",
     ],
 )
 def test_content_free_text_is_recognised(text: str) -> None:
@@ -65,6 +66,7 @@ def test_content_free_text_is_recognised(text: str) -> None:
         "The user is lactose intolerant.",
         "我妹妹在成都",
         "用户对乳糖不耐受",
+        "The user lives in Chengdu.",
     ],
 )
 def test_facts_are_content(text: str) -> None:
