@@ -68,9 +68,13 @@ duplicate when an earlier current memory has a content-word Jaccard of at least
 ``DUPLICATE_COSINE`` (0.9) when vectors are given. The count is the number of memories
 that duplicate an earlier one (three restatements of one fact count 2).
 
-Limitation, stated rather than hidden: support is word overlap within one language; a
-memory that translates what the user said (an English memory of a Chinese message) is
-judged unsupported. The printed reasons show such cases.
+Limitations, stated rather than hidden: support is word overlap within one language, so
+  - a memory that translates what the user said (an English memory of a Chinese message)
+    is judged unsupported; the printed reasons show such cases;
+  - a memory that reuses the user's words with the roles, the negation or the relation
+    changed ("My lungs aren't dying." from "my lungs are dying"; "The user's wife found
+    him in her shoe." from "I found him in my shoe") is judged supported. The junk count
+    is therefore a lower bound: read the exported store (``--export``) for the rest.
 """
 
 from __future__ import annotations
