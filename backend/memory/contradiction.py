@@ -9,9 +9,14 @@ true fact):
 - **values** (:func:`values`): month names (English and Chinese, "10月", "十月"),
   weekdays, and numbers with their unit (the word right after: "72 kg", "3km", "6 am";
   or the content word right before when none follows: "score 5.5");
-- **same topic**: the two facts share at least ``MIN_SHARED`` content tokens besides
-  their values (``grounding.content_tokens``), or their vectors are at least
-  ``TOPIC_COSINE`` apart when both have one and they share one token;
+- **same topic**: for months and weekdays (the date of one event), the two facts share
+  at least ``MIN_SHARED`` content tokens besides their values
+  (``grounding.content_tokens``), or one token and vectors at least ``TOPIC_COSINE``
+  apart. For numbers, stricter, since a fact holds many numbers that are not the value
+  of one slot ("swam 400 m today" does not update "can swim 50 m"): the content tokens
+  besides the numbers must overlap by a Jaccard of at least ``NUMBER_TOPIC_JACCARD``;
+- **the same kind of statement**: a goal ("would like to weigh 66 kg", "target",
+  "aim") never updates a current value, nor the other way round;
 - **contradiction**: for some kind of value (months; weekdays; numbers of one unit) both
   facts have values and they have none in common.
 
@@ -34,6 +39,12 @@ from backend.memory.scoring import cosine
 
 MIN_SHARED = 2
 TOPIC_COSINE = 0.55
+NUMBER_TOPIC_JACCARD = 0.5
+_GOAL = re.compile(
+    r"\b(goal|target|aim|aims|aiming|want|wants|wanted|would like|hope|hopes|hoping|plan|"
+    r"plans|planning|dream|needs?|required?|requirement)\b|目标|想要|希望|计划|打算",
+    re.IGNORECASE,
+)
 
 _MONTHS = tuple(
     [
@@ -133,30 +144,46 @@ def _value_words(kinds: dict[str, frozenset[str]]) -> set[str]:
     return words | {w[:3] for w in words}
 
 
+def _topic_tokens(text: str, ignore: set[str]) -> set[str]:
+    return {t for t in content_tokens(text) if t not in ignore and not t[:1].isdigit()}
+
+
 def same_topic(
     a: str, b: str, vector_a: np.ndarray | None = None, vector_b: np.ndarray | None = None
 ) -> bool:
-    """Whether two facts talk about the same thing (module docstring)."""
+    """Whether two facts talk about the same event (the loose test, for dates)."""
     ignore = _value_words(values(a)) | _value_words(values(b))
-    shared = {
-        t for t in content_tokens(a) & content_tokens(b) if t not in ignore and not t[:1].isdigit()
-    }
+    shared = _topic_tokens(a, ignore) & _topic_tokens(b, ignore)
     if len(shared) >= MIN_SHARED:
         return True
     similarity = cosine(vector_a, vector_b)
     return bool(shared) and similarity is not None and similarity >= TOPIC_COSINE
 
 
+def same_measure(a: str, b: str) -> bool:
+    """Whether two facts state one measured value (the strict test, for numbers)."""
+    ignore = _value_words(values(a)) | _value_words(values(b))
+    left, right = _topic_tokens(a, ignore), _topic_tokens(b, ignore)
+    union = left | right
+    return bool(union) and len(left & right) / len(union) >= NUMBER_TOPIC_JACCARD
+
+
 def contradicts(
     new: str, old: str, vector_new: np.ndarray | None = None, vector_old: np.ndarray | None = None
 ) -> str | None:
     """The kind of value on which ``new`` contradicts ``old`` on the same topic, or ``None``."""
+    if bool(_GOAL.search(new)) != bool(_GOAL.search(old)):
+        return None
     new_values, old_values = values(new), values(old)
     clashes = [
         kind
         for kind in sorted(new_values.keys() & old_values.keys())
         if not new_values[kind] & old_values[kind]
     ]
-    if not clashes or not same_topic(new, old, vector_new, vector_old):
-        return None
-    return clashes[0]
+    for kind in clashes:
+        if kind.startswith("number:"):
+            if same_measure(new, old):
+                return kind
+        elif same_topic(new, old, vector_new, vector_old):
+            return kind
+    return None

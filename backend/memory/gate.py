@@ -40,6 +40,7 @@ from typing import Literal
 import numpy as np
 
 from backend.memory.contradiction import contradicts
+from backend.memory.grounding import content_tokens
 from backend.memory.hybrid import CorpusStats, fact_similarity, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.scoring import cosine
@@ -50,6 +51,8 @@ Action = Literal["write", "reinforce", "supersede", "reject"]
 # A ``supersedes`` given as text must share at least this keyword Jaccard with the stored
 # fact it names; below it we would rather write the new fact than hide the wrong old one.
 SUPERSEDE_TEXT_MIN_JACCARD = 0.5
+# A candidate with this many content tokens its look-alike lacks says something new.
+NEW_DETAIL_TOKENS = 3
 # ``same_fact`` reads its few memories as a sample of a namespace at least this large.
 MIN_IDF_DOCS = 50
 # A "supersede" whose new text is essentially the old text is a re-extraction, not an update.
@@ -169,9 +172,21 @@ def same_fact(
     best: tuple[Memory, float] | None = None
     for index in sorted(range(len(live)), key=lambda i: live[i].id):
         score = float(similarity[index])
-        if score >= threshold and (best is None or score > best[1]):
-            best = (live[index], score)
+        if score < threshold or (best is not None and score <= best[1]):
+            continue
+        if _adds_detail(candidate.content, live[index].content):
+            continue
+        best = (live[index], score)
     return best
+
+
+def _adds_detail(content: str, memory_content: str) -> bool:
+    """Whether ``content`` says more than ``memory_content``: ``NEW_DETAIL_TOKENS`` or more
+    content tokens the memory lacks ("Tudou is a little golden hamster, two years old"
+    says more than "the user has a hamster called Tudou"). Such a candidate is written,
+    not folded into the memory it resembles."""
+    known = content_tokens(memory_content)
+    return len(content_tokens(content) - known) >= NEW_DETAIL_TOKENS
 
 
 def _contradicted(
@@ -232,7 +247,11 @@ def decide(
             )
         return GateDecision("supersede", old.id, reason=f"updates {old.id} ({how})", similarity=sim)
 
-    updated = _contradicted(candidate, vector, [*recalled, *neighbours])
+    # Not against this turn's own facts: one message does not contradict itself.
+    this_turn = {m.id for m in siblings}
+    updated = _contradicted(
+        candidate, vector, [m for m in (*recalled, *neighbours) if m.id not in this_turn]
+    )
     if updated is not None:
         old, kind = updated
         return GateDecision(

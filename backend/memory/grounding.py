@@ -15,8 +15,8 @@ source token sharing its first five letters ("marriage" ~ "married"), since a
 paraphrase keeps stems, not endings.
 
 **Grounded** (:func:`grounding`): support at least ``min_support`` AND every number and
-every capitalised name in the candidate (a word capitalised mid-sentence, or a Latin
-word in a CJK sentence) found in the sources. A hallucinated book title or date fails
+every capitalised name in the candidate (or a Latin word in a CJK sentence) found in
+the sources as a whole word. A hallucinated book title or date fails
 the second test even inside a sentence that is otherwise supported.
 
 **Content-free** (:func:`is_content_free`): fewer than two content tokens once greetings,
@@ -94,7 +94,7 @@ _CJK_FUNCTION = _words("用户 我的 你的 他的 她的 我们 你们 他们 
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
+_CAPITALISED = re.compile(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
 STEM_PREFIX = 5  # letters two Latin tokens must share to count as one word
 
 
@@ -190,15 +190,16 @@ def support(text: str, sources: Iterable[str]) -> float:
 def specifics(text: str) -> frozenset[str]:
     """Numbers and names in ``text``: what must appear in the sources verbatim.
 
-    Names are words capitalised mid-sentence (not after ``.!?``), minus subject words
-    ("User", "Companion"); in a text with CJK, every Latin word counts as a name.
+    Names are capitalised words ("Mei lives in Osaka": Mei and Osaka), minus stop,
+    subject, framing and filler words ("The", "User", "Hi"); in a text with CJK, every
+    Latin word counts as a name.
     """
     out = {n.replace(",", "") for n in _NUMBER.findall(unicodedata.normalize("NFKC", text))}
     if any(is_cjk(ch) for ch in text):
         names = {w.casefold() for w in re.findall(r"[A-Za-z]{2,}", text)}
     else:
         names = {m.casefold() for m in _CAPITALISED.findall(text)}
-    names = {fold(n) for n in names if n not in _SUBJECT_WORDS and n not in STOP_WORDS_EN}
+    names = {fold(n) for n in names if n not in _IGNORED and n not in _PHATIC_WORDS}
     return frozenset(out | names)
 
 
@@ -217,11 +218,7 @@ def grounding(text: str, sources: Iterable[str]) -> Grounding:
     """:func:`support` plus the numbers and names of ``text`` the sources never mention."""
     sources = list(sources)
     pool = frozenset().union(*(content_tokens(s) for s in sources))
-    raw = " ".join(_normalise(s) for s in sources)
-    stems = _stems(pool)
-    missing = sorted(
-        s
-        for s in specifics(text)
-        if not (_matches(s, pool, stems) or (s[:1].isdigit() and s in raw))
-    )
+    words = set(" ".join(_normalise(s) for s in sources).split())
+    # Names and numbers match whole tokens: "Guangxing" is not "Guangzhou".
+    missing = sorted(s for s in specifics(text) if not (s in pool or s in words))
     return Grounding(support(text, sources), tuple(missing))

@@ -58,3 +58,24 @@ def test_contradictions(new: str, old: str, kind: str) -> None:
 )
 def test_no_contradiction(new: str, old: str) -> None:
     assert contradicts(new, old) is None
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        # A goal does not update the current value, nor the other way round.
+        ("The user would like to weigh about 66 kg.", "The user weighs 72 kg right now."),
+        ("The user weighs 70.5 kg.", "The user would like to weigh about 66 kg."),
+        # Numbers of different events on one topic.
+        (
+            "The user swam 400 m freestyle today.",
+            "The swim coach is teaching the user freestyle; 50 m without panicking.",
+        ),
+        (
+            "The user's university needs 6.5 overall in IELTS.",
+            "The user's IELTS target is 7.0 overall.",
+        ),
+    ],
+)
+def test_numbers_supersede_only_the_same_measure(new: str, old: str) -> None:
+    assert contradicts(new, old) is None

@@ -195,3 +195,17 @@ def test_other_units_or_other_topics_do_not_supersede() -> None:
     assert decide(candidate("The user's exam is in May."), None, neighbours=[persona]).action == (
         "write"
     )
+
+
+def test_a_turn_does_not_contradict_itself() -> None:
+    weight = memory("m1", "The user weighs 72 kg.")
+    decision = decide(
+        candidate("The user weighs 70 kg."), None, neighbours=[weight], siblings=[weight]
+    )
+    assert decision.action != "supersede"
+
+
+def test_a_look_alike_with_new_details_is_written() -> None:
+    known = memory("m1", "The user has a hamster called Tudou.", vector=E0)
+    richer = candidate("Tudou is a little golden hamster, two years old.")
+    assert decide(richer, rotated(E0, 0.85), recalled=[known]).action == "write"

@@ -200,3 +200,9 @@ def test_emotion_labels_come_from_the_closed_vocabulary() -> None:
 def test_canonical_emotion(label: str, expected: str | None) -> None:
     assert canonical_emotion(label) == expected
     assert expected is None or expected in EMOTION_LABELS
+
+
+def test_names_at_the_start_and_near_misses_are_checked_as_whole_words() -> None:
+    assert grounding("Mei lives in Osaka and is the user's sister.", USER).missing_specifics
+    near_miss = grounding("The user is excited to leave Guangxing.", ["I love Guangzhou"])
+    assert near_miss.missing_specifics == ("guangx",)
