@@ -421,9 +421,9 @@ def _describe_role(role: Any) -> str:
         path = getattr(role, "model_path", None)
         if path is not None:
             return f"embedded {Path(path).name}"
-        from backend.llm.embedded_llama import SMOLLM2_FILE
+        from backend.llm import presets
 
-        return f"embedded {SMOLLM2_FILE}"
+        return f"embedded {presets.get(role.model or presets.DEFAULT_PRESET).model}"
     return f"{role.model} at {role.base_url}"
 
 

@@ -16,9 +16,9 @@ invent (memory-model.md, "The save gate", rule 0):
    lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
    is mapped to the closed vocabulary (``emotions.canonical_emotion``) or dropped.
 4. **Importance** is calibrated, not copied: half a prior from the category and the
-   content (names and numbers make a fact more specific, a two-word fact less), half the
-   model's number. A model that rates everything 1.0 moves every fact up by the same
-   amount at most, and still cannot lift junk past rules 1 and 2.
+   content (names and numbers make a fact more specific), half the model's number. A
+   model that rates everything 1.0 moves every fact up by the same amount at most, and
+   still cannot lift junk past rules 1 and 2.
 
 Within-turn deduplication and the echo guard need the candidates' vectors, so they are
 in ``gate.decide`` (its ``siblings`` and ``recalled``), using the same "same fact" test.
@@ -35,7 +35,6 @@ from dataclasses import dataclass, replace
 from backend.memory.emotions import canonical_emotion
 from backend.memory.grounding import (
     Grounding,
-    content_tokens,
     grounding,
     is_content_free,
     specifics,
@@ -126,8 +125,6 @@ def calibrate_importance(model_importance: float, category: str, content: str) -
     prior = CATEGORY_PRIOR.get(category, CATEGORY_PRIOR["general"])
     if specifics(content):
         prior += 0.1
-    if len(content_tokens(content)) <= 2:
-        prior -= 0.1
     return clamp01((1 - MODEL_SHARE) * clamp01(prior) + MODEL_SHARE * model_importance)
 
 
