@@ -33,8 +33,9 @@ from backend.hippocampus import (
     parse_result,
 )
 from backend.hippocampus.compact import (
-    COMPACT_SCHEMA,
     build_compact_messages,
+    compact_schema,
+    new_messages,
     parse_compact,
     roll_background,
 )
@@ -75,10 +76,9 @@ async def _ask(
 ) -> HippocampusResult:
     """One hippocampus call in the configured contract, parsed."""
     if engine.settings.hippocampus_mode == "compact":
+        schema = compact_schema(len(new_messages(state, text)))
         completion = await asyncio.wait_for(
-            engine.hippocampus.complete(
-                build_compact_messages(state, text), json_schema=COMPACT_SCHEMA
-            ),
+            engine.hippocampus.complete(build_compact_messages(state, text), json_schema=schema),
             timeout=engine.settings.hippocampus_timeout_s,
         )
         result = parse_compact(completion.text, state)

@@ -38,7 +38,7 @@ from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
 from backend.hippocampus.state import HippocampusResult, SessionMemoryState
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
 from backend.memory.keywords import extract_keywords
-from backend.memory.screening import CATEGORY_PRIOR, infer_category
+from backend.memory.screening import importance_prior, infer_category
 from backend.memory.types import Candidate, Emotion
 
 MAX_FACTS = 2
@@ -48,19 +48,27 @@ NEW_MESSAGE_MAX_TOKENS = 600
 COMPACT_CONFIDENCE = 0.9
 NO_FEELING = "neutral"
 
-COMPACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "maxItems": MAX_FACTS,
-            "items": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
+
+def compact_schema(messages: int = 1) -> dict[str, Any]:
+    """The answer's JSON schema: :data:`MAX_FACTS` facts per message read (a catch-up
+    run reads several), at most ``3 * MAX_FACTS``."""
+    return {
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "maxItems": min(3, max(1, messages)) * MAX_FACTS,
+                "items": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
+            },
+            "emotion": {"type": "string", "enum": [*EMOTION_LABELS, NO_FEELING]},
         },
-        "emotion": {"type": "string", "enum": [*EMOTION_LABELS, NO_FEELING]},
-    },
-    "required": ["facts", "emotion"],
-    "additionalProperties": False,
-}
+        "required": ["facts", "emotion"],
+        "additionalProperties": False,
+    }
+
+
+COMPACT_SCHEMA = compact_schema()
+"""The schema of a run that reads one message (the usual case)."""
 
 COMPACT_SYSTEM = f"""\
 You pick out the facts worth remembering from a user's chat message, for a companion's \
@@ -124,8 +132,8 @@ def build_compact_messages(state: SessionMemoryState, user_message: str) -> list
 
 def _fact(raw: Any) -> Candidate | None:
     """A candidate from one answer item: a string (or an object with ``fact``). The
-    category comes from the text's cues and the importance from the category's prior:
-    a small model's own labels are noise (screening calibrates them anyway)."""
+    category comes from the text's cues and the importance is code's prior: a small
+    model's own labels were noise, so screening's calibration sees the prior twice."""
     if isinstance(raw, Mapping):
         raw = raw.get("fact", raw.get("content"))
     if not isinstance(raw, str) or not clean_text(raw):
@@ -135,7 +143,7 @@ def _fact(raw: Any) -> Candidate | None:
     return Candidate(
         content=content,
         category=category,
-        importance=CATEGORY_PRIOR[category],
+        importance=importance_prior(category, content),
         confidence=COMPACT_CONFIDENCE,
         subject="user",
         keywords=tuple(extract_keywords(content)[:5]),
@@ -157,7 +165,7 @@ def parse_compact(raw: str | Mapping[str, Any], previous: SessionMemoryState) ->
     if not isinstance(facts, list):
         dropped.append("facts: not a list, ignored")
         facts = []
-    for index, item in enumerate(facts[: 2 * MAX_FACTS]):
+    for index, item in enumerate(facts[: 3 * MAX_FACTS]):
         candidate = _fact(item)
         if candidate is None:
             dropped.append(f"facts[{index}]: unusable, ignored")

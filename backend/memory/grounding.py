@@ -151,13 +151,19 @@ def _strip_phatic_zh(text: str) -> str:
 
 
 def is_content_free(text: str) -> bool:
-    """True for greetings, thanks, filler and anything with under two content tokens."""
-    stripped = _strip_phatic_zh(_normalise(text))
+    """True for greetings, thanks, filler and anything with under two content tokens —
+    except a name or number standing alone in a sentence without greetings ("The user's
+    name is Man", "The user is in Chengdu": a fact; "Hi Juniper!": not one)."""
+    normalised = _normalise(text)
+    stripped = _strip_phatic_zh(normalised)
     tokens = _tokens(stripped, (_IGNORED - _RELATION_WORDS) | _PHATIC_WORDS)
     latin = [t for t in tokens if not is_cjk(t)]
     cjk_chars = {ch for t in tokens if is_cjk(t) for ch in t}
     # Two Latin content words, or a Latin word and a CJK one, or a few CJK characters.
-    return len(latin) + (len(cjk_chars) + 1) // 2 < 2
+    if len(latin) + (len(cjk_chars) + 1) // 2 >= 2:
+        return False
+    greeted = stripped != normalised or bool(_tokens(normalised, _IGNORED) & _PHATIC_WORDS)
+    return greeted or not (len(latin) == 1 and latin[0] in specifics(text))
 
 
 def _matches(token: str, pool: frozenset[str], stems: frozenset[str]) -> bool:

@@ -16,7 +16,8 @@ invent (memory-model.md, "The save gate", rule 0):
    lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
    is mapped to the closed vocabulary (``emotions.canonical_emotion``) or dropped.
 4. **Importance** is calibrated, not copied: half a prior from the category and the
-   content (names and numbers make a fact more specific), half the model's number. A
+   content (names and numbers make a fact more specific, "now", "tonight", "again" mark
+   a passing state), half the model's number. A
    model that rates everything 1.0 moves every fact up by the same amount at most, and
    still cannot lift junk past rules 1 and 2.
 
@@ -57,6 +58,13 @@ CATEGORY_PRIOR: dict[str, float] = {
     "emotion": 0.35,
 }
 MODEL_SHARE = 0.5  # the model's importance counts for half
+# Words that mark a passing state rather than a lasting fact.
+_TRANSIENT = re.compile(
+    r"\b(now|today|tonight|again|currently|lately|at the moment|this (morning|evening|"
+    r"afternoon|week|weekend))\b|现在|今天|今晚|又",
+    re.IGNORECASE,
+)
+TRANSIENT_PENALTY = 0.35
 
 # Lexical cues for a category, checked in this order (the first match wins).
 _CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -120,12 +128,21 @@ def infer_category(content: str, proposed: str) -> str:
     return proposed
 
 
-def calibrate_importance(model_importance: float, category: str, content: str) -> float:
-    """Half a prior (category, specificity), half the model's number (module docstring)."""
+def importance_prior(category: str, content: str) -> float:
+    """What code alone thinks a fact is worth: the category's prior, +0.1 for a fact with
+    names or numbers, -0.35 for a passing state ("can't sleep again", "punishing me now")."""
     prior = CATEGORY_PRIOR.get(category, CATEGORY_PRIOR["general"])
     if specifics(content):
         prior += 0.1
-    return clamp01((1 - MODEL_SHARE) * clamp01(prior) + MODEL_SHARE * model_importance)
+    if _TRANSIENT.search(content):
+        prior -= TRANSIENT_PENALTY
+    return clamp01(prior)
+
+
+def calibrate_importance(model_importance: float, category: str, content: str) -> float:
+    """Half the prior (``importance_prior``), half the model's number (module docstring)."""
+    prior = importance_prior(category, content)
+    return clamp01((1 - MODEL_SHARE) * prior + MODEL_SHARE * model_importance)
 
 
 def _closed_emotion(emotion: Emotion | None) -> Emotion | None:

@@ -12,6 +12,7 @@ from backend.hippocampus.compact import (
     COMPACT_SYSTEM,
     MAX_FACTS,
     build_compact_messages,
+    compact_schema,
     parse_compact,
     roll_background,
 )
@@ -84,6 +85,9 @@ def test_schema_bounds_the_answer() -> None:
     facts = COMPACT_SCHEMA["properties"]["facts"]
     assert facts["maxItems"] == MAX_FACTS
     assert facts["items"]["maxLength"] <= 300
+    # A catch-up run reads several messages: room for their facts, still bounded.
+    assert compact_schema(2)["properties"]["facts"]["maxItems"] == 2 * MAX_FACTS
+    assert compact_schema(50)["properties"]["facts"]["maxItems"] == 3 * MAX_FACTS
 
 
 def test_background_rolls_forward_once_per_fact_and_stays_bounded() -> None:

@@ -9,6 +9,7 @@ from backend.memory.grounding import grounding, is_content_free, support
 from backend.memory.screening import (
     Evidence,
     calibrate_importance,
+    importance_prior,
     infer_category,
     screen,
     screen_one,
@@ -52,6 +53,7 @@ def fact(content: str, **kw: object) -> Candidate:
         "晚安啦",
         "The user is happy.",
         "The user is nocturnal.",
+        "Hi Juniper!",
     ],
 )
 def test_content_free_text_is_recognised(text: str) -> None:
@@ -67,6 +69,8 @@ def test_content_free_text_is_recognised(text: str) -> None:
         "我妹妹在成都",
         "用户对乳糖不耐受",
         "The user lives in Chengdu.",
+        "The user's name is Man.",
+        "The user is in Chengdu.",
     ],
 )
 def test_facts_are_content(text: str) -> None:
@@ -206,3 +210,10 @@ def test_names_at_the_start_and_near_misses_are_checked_as_whole_words() -> None
     assert grounding("Mei lives in Osaka and is the user's sister.", USER).missing_specifics
     near_miss = grounding("The user is excited to leave Guangxing.", ["I love Guangzhou"])
     assert near_miss.missing_specifics == ("guangx",)
+
+
+def test_passing_states_fall_below_the_gate_unless_specific() -> None:
+    assert importance_prior("personal_fact", "The user can't sleep again.") < 0.4
+    assert importance_prior("personal_fact", "The user's stomach is punishing me now.") < 0.4
+    assert importance_prior("personal_fact", "The user is illustrating a picture book.") >= 0.7
+    assert importance_prior("personal_fact", "The user now weighs 69.5 kg.") >= 0.4
