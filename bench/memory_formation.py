@@ -2,6 +2,7 @@
 
     python -m bench.memory_formation --script FILE [--config F] [--replies scripted|model]
         [--hippocampus configured|perfect] [--persona ID] [--oracle FILE] [--export OUT.jsonl]
+        [--fail-every N]
 
 The script is a conversation in the format of ``../shared/eval/conversations/`` (copies in
 ``bench/data/conversations/``): a JSON list of sessions, each a list of
@@ -28,6 +29,10 @@ starts only after the previous one's merge, as a user reading the replies would.
   (``bench/data/formation_oracle/<script stem>.json``, or ``--oracle``); background and
   short-term are left out, so the previous ones are kept.
 
+- ``--fail-every N``: every N-th hippocampus run fails (``FlakyHippocampus``, as a
+  provider that is down), to show that the failed turns' facts are not lost: the
+  catch-up of missed turns forms them on the next working run.
+
 At each probe turn it records, from the memories activated for that turn, whether one
 contains an ``expects_any`` value (probe recall, case-insensitive) and whether a current
 one contains a ``stale_any`` value and none of ``expects_any`` (stale). At the end it
@@ -50,289 +55,40 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backend.config import ConfigError, Settings, load_settings
 from backend.engine.services import Services, StartupError, build_services
-from backend.engine.turn import TurnRequest, TurnSettings
-from backend.llm.port import (
-    ChatModel,
-    Delta,
-    Finish,
-    JsonSchema,
-    Message,
-    StreamingChatModel,
-    TextDelta,
-    ToolSpec,
-)
+from backend.engine.turn import TurnRequest
+from backend.llm.port import ChatModel
 from backend.memory.types import Memory, Namespace
 from backend.personas import UnknownPersona
 from bench import formation_scoring as scoring
+from bench.formation_models import FlakyHippocampus, OracleHippocampus, ScriptedReplies
+from bench.formation_script import (
+    Probe,
+    Script,
+    ScriptTurn,
+    UsageError,
+    load_oracle,
+    load_script,
+    oracle_path,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-ORACLE_DIR = DATA / "formation_oracle"
 USER_ID = "bench-formation-user"
 DEFAULT_PERSONAS = {
     "late_night_diary": "companion",
     "language_tutor": "tutor",
     "fitness_coach": "coach",
 }
-NO_REPLY = "OK."  # the reply to a user turn the script gives no assistant turn for
 SHORT = 110  # characters of a memory shown per line
-
-
-class UsageError(ValueError):
-    """Bad input (script, oracle, configuration, persona): exit status 2."""
-
-
-# --- the script --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    expects_any: tuple[str, ...]
-    topic: str | None = None
-    stale_any: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ScriptTurn:
-    """One user turn: ``session`` and ``index`` (within the session) from 0, ``number``
-    its position in the whole script; ``reply`` the scripted assistant turn after it."""
-
-    session: int
-    index: int
-    number: int
-    text: str
-    reply: str | None
-    probe: Probe | None = None
-
-
-@dataclass(frozen=True)
-class Script:
-    path: Path
-    sessions: tuple[tuple[ScriptTurn, ...], ...]
-
-    @property
-    def stem(self) -> str:
-        return self.path.stem
-
-    @property
-    def turns(self) -> list[ScriptTurn]:
-        return [turn for session in self.sessions for turn in session]
-
-
-def _strings(value: Any, where: str, *, required: bool) -> tuple[str, ...]:
-    if value is None and not required:
-        return ()
-    if (
-        not isinstance(value, list)
-        or not all(isinstance(v, str) and v.strip() for v in value)
-        or (required and not value)
-    ):
-        need = "a non-empty list" if required else "a list"
-        raise UsageError(f"{where}: must be {need} of non-empty strings")
-    return tuple(value)
-
-
-def _probe(value: Any, where: str) -> Probe:
-    if not isinstance(value, dict):
-        raise UsageError(f"{where}: 'probe' must be an object with 'expects_any'")
-    topic = value.get("topic")
-    if topic is not None and not isinstance(topic, str):
-        raise UsageError(f"{where}: 'probe.topic' must be a string")
-    return Probe(
-        expects_any=_strings(
-            value.get("expects_any"), f"{where}: probe.expects_any", required=True
-        ),
-        topic=topic,
-        stale_any=_strings(value.get("stale_any"), f"{where}: probe.stale_any", required=False),
-    )
-
-
-def parse_script(data: Any, path: Path) -> Script:
-    """Validate a parsed script; ``UsageError`` names the place of the first problem."""
-    if not isinstance(data, list) or not data:
-        raise UsageError(f"{path}: a script must be a non-empty JSON list of sessions")
-    sessions: list[tuple[ScriptTurn, ...]] = []
-    number = 0
-    for s, session in enumerate(data):
-        if not isinstance(session, list):
-            raise UsageError(f"{path}: session {s}: must be a list of turns")
-        turns: list[ScriptTurn] = []
-        for t, turn in enumerate(session):
-            where = f"{path}: session {s}, turn {t}"
-            if not isinstance(turn, dict):
-                raise UsageError(f"{where}: must be an object with 'role' and 'content'")
-            role, content = turn.get("role"), turn.get("content")
-            if role not in ("user", "assistant"):
-                raise UsageError(f"{where}: 'role' must be 'user' or 'assistant', not {role!r}")
-            if not isinstance(content, str) or not content.strip():
-                raise UsageError(f"{where}: 'content' must be a non-empty string")
-            if "probe" in turn and role != "user":
-                raise UsageError(f"{where}: only user turns can carry a 'probe'")
-            if role == "user":
-                probe = _probe(turn["probe"], where) if "probe" in turn else None
-                turns.append(ScriptTurn(s, len(turns), number, content, None, probe))
-                number += 1
-            elif turns and turns[-1].reply is None:
-                turns[-1] = dataclasses.replace(turns[-1], reply=content)
-            else:
-                raise UsageError(f"{where}: an assistant turn must follow a user turn")
-        if not turns:
-            raise UsageError(f"{path}: session {s}: has no user turn")
-        sessions.append(tuple(turns))
-    script = Script(path, tuple(sessions))
-    if not any(turn.probe for turn in script.turns):
-        raise UsageError(f"{path}: no user turn carries a 'probe': nothing to score")
-    return script
-
-
-def load_script(path: Path) -> Script:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the script: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: the script is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"{path}: the script is not valid JSON: {exc}") from None
-    return parse_script(data, path)
-
-
-# --- the two stand-in models ---------------------------------------------------------------
-
-
-class _StandIn(StreamingChatModel):
-    """A ``ChatModel`` that streams one prepared text per call."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def model(self) -> str:
-        return self._name
-
-    @property
-    def supports_tools(self) -> bool:
-        return False
-
-    @property
-    def supports_json_schema(self) -> bool:
-        return True
-
-    def _text(self) -> str:
-        raise NotImplementedError
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-    ) -> AsyncIterator[Delta]:
-        yield TextDelta(self._text())
-        yield Finish("stop")
-
-    async def aclose(self) -> None:
-        return None
-
-
-class ScriptedReplies(_StandIn):
-    """The main model of ``--replies scripted``: streams the reply set with ``expect``."""
-
-    def __init__(self) -> None:
-        super().__init__("scripted-replies")
-        self._next = NO_REPLY
-
-    def expect(self, turn: ScriptTurn) -> None:
-        self._next = turn.reply or NO_REPLY
-
-    def _text(self) -> str:
-        return self._next
-
-
-OracleFacts = dict[tuple[int, int], list[dict[str, Any]]]
-_FACT_KEYS = {"content", "category", "importance", "confidence", "subject", "keywords"}
-_FACT_KEYS_OPTIONAL = {"supersedes", "emotion"}
-
-
-class OracleHippocampus(_StandIn):
-    """The hippocampus of ``--hippocampus perfect``: for the turn set with ``expect``, the
-    JSON ``{"long_term": [...]}`` with that turn's ideal facts (none: an empty list)."""
-
-    def __init__(self, facts: OracleFacts) -> None:
-        super().__init__("oracle-hippocampus")
-        self.facts = facts
-        self._key: tuple[int, int] | None = None
-
-    def expect(self, turn: ScriptTurn) -> None:
-        self._key = (turn.session, turn.index)
-
-    def _text(self) -> str:
-        items = self.facts.get(self._key, []) if self._key is not None else []
-        return json.dumps({"long_term": items}, ensure_ascii=False)
-
-
-def load_oracle(path: Path, script: Script) -> OracleFacts:
-    """The ideal facts of ``path``, checked against ``script`` (each entry's session and
-    turn exist and the user message there starts with its ``user_starts``)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the oracle: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: the oracle is not valid JSON: {exc}") from None
-    entries = data.get("turns") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise UsageError(f"{path}: an oracle is an object with a 'turns' list")
-    facts: OracleFacts = {}
-    for n, entry in enumerate(entries):
-        where = f"{path}: turns[{n}]"
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where}: must be an object")
-        s, t = entry.get("session"), entry.get("turn")
-        if not isinstance(s, int) or not isinstance(t, int):
-            raise UsageError(f"{where}: 'session' and 'turn' must be integers")
-        if not (0 <= s < len(script.sessions) and 0 <= t < len(script.sessions[s])):
-            raise UsageError(f"{where}: the script has no user turn {t} in session {s}")
-        starts = entry.get("user_starts")
-        text = script.sessions[s][t].text.strip()
-        if isinstance(starts, str) and not text.startswith(starts.strip()):
-            raise UsageError(
-                f"{where}: session {s} turn {t} is {text[:40]!r}, the oracle expects "
-                f"{starts!r}: the oracle does not belong to this script"
-            )
-        items = entry.get("long_term")
-        if not isinstance(items, list):
-            raise UsageError(f"{where}: 'long_term' must be a list")
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or not item.keys() >= _FACT_KEYS:
-                raise UsageError(f"{where}: long_term[{i}] needs {sorted(_FACT_KEYS)}")
-            unknown = item.keys() - _FACT_KEYS - _FACT_KEYS_OPTIONAL
-            if unknown:
-                raise UsageError(f"{where}: long_term[{i}]: unknown keys {sorted(unknown)}")
-        if (s, t) in facts:
-            raise UsageError(f"{where}: session {s} turn {t} appears twice")
-        facts[(s, t)] = items
-    return facts
-
-
-def oracle_path(script: Script) -> Path:
-    return ORACLE_DIR / f"{script.stem}.json"
-
 
 # --- the run -------------------------------------------------------------------------------
 
@@ -395,12 +151,10 @@ def bench_settings(config: Path | None, data_dir: Path) -> Settings:
 
 
 def _use_full_hippocampus_prompt(services: Services) -> None:
-    """The oracle answers the full contract: no compact mode, if the engine has one."""
-    names = {f.name for f in dataclasses.fields(TurnSettings)}
-    if "hippocampus_mode" in names:
-        services.engine.settings = dataclasses.replace(
-            services.engine.settings, hippocampus_mode="full"
-        )
+    """The oracle answers the full contract, whatever the configuration says."""
+    services.engine.settings = dataclasses.replace(
+        services.engine.settings, hippocampus_mode="full"
+    )
 
 
 async def replay(
@@ -495,6 +249,7 @@ async def run(
     export: Path | None = None,
     hippocampus_factory: HippocampusFactory | None = None,
     progress: Callable[[str], None] | None = None,
+    fail_every: int | None = None,
 ) -> RunResult:
     """Replay ``script`` on a fresh store and judge it. ``hippocampus_factory`` (tests
     only) replaces the hippocampus model with the one it builds for the script."""
@@ -522,9 +277,11 @@ async def run(
                 model = hippocampus_factory(script)
             elif facts is not None:
                 model = OracleHippocampus(facts)
-            if model is not services.hippocampus:
-                services.engine.hippocampus = model
                 _use_full_hippocampus_prompt(services)
+            services.engine.hippocampus = model
+            if fail_every:
+                model = FlakyHippocampus(model, fail_every)
+                services.engine.hippocampus = model
             result = await replay(
                 services,
                 script,
@@ -672,7 +429,16 @@ def main(
     parser.add_argument("--oracle", type=Path, default=None, help="ideal facts for 'perfect'")
     parser.add_argument("--export", type=Path, default=None, help="write the store as JSONL")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--fail-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="make every N-th hippocampus run fail (the catch-up must recover its facts)",
+    )
     args = parser.parse_args(argv)
+    if args.fail_every is not None and args.fail_every < 1:
+        parser.error("--fail-every must be at least 1")
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -692,6 +458,7 @@ def main(
                 export=args.export,
                 hippocampus_factory=hippocampus_factory,
                 progress=None if args.quiet else progress,
+                fail_every=args.fail_every,
             )
         )
     except UsageError as exc:

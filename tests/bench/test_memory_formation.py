@@ -273,3 +273,54 @@ def test_the_shipped_conversations_and_oracles_match() -> None:
         assert len(script.sessions) == 5 and sum(1 for t in script.turns if t.probe) == 7
         assert facts and all(key[0] < 4 for key in facts)  # nothing learnt from the probes
         assert (REPO / "personas" / f"{persona}.json").is_file()
+
+
+class EchoingCompactHippocampus(FakeChatModel):
+    """A compact-contract hippocampus that states every message it is shown as a fact
+    (the new one, and the catch-up batch of messages failed runs never read)."""
+
+    def __init__(self) -> None:
+        super().__init__("echoing-compact-hippocampus")
+        self.shown: list[list[str]] = []
+
+    async def stream(self, messages, **kwargs):  # type: ignore[no-untyped-def, override]
+        data = messages[-1]["content"]
+        lines = data.split("\n")[1:]
+        shown = [line.removeprefix("- ") for line in lines if line.strip()]
+        self.shown.append(shown)
+        facts = [f"The user said: {text}" for text in shown if "?" not in text]
+        self.enqueue([json.dumps({"facts": facts, "emotion": "calm"})])
+        async for delta in super().stream(messages, **kwargs):
+            yield delta
+
+
+def test_failed_runs_lose_no_facts(
+    script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--fail-every 2: runs 2, 4 and 6 fail; each failed turn's message is read by the next
+    working run (compact mode's catch-up), so its fact is still formed and recalled."""
+    config = tmp_path / "compact.json"
+    unused = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "unused"}
+    config.write_text(
+        json.dumps(
+            {
+                "chat": unused,
+                "hippocampus": {**unused, "mode": "compact"},
+                "server": {"personas_dir": str(REPO / "personas")},
+            }
+        ),
+        encoding="utf-8",
+    )
+    hippocampus = EchoingCompactHippocampus()
+    code = memory_formation.main(
+        ["--script", str(script), "--config", str(config), "--fail-every", "2", "--quiet"],
+        hippocampus_factory=lambda _script: hippocampus,
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    numbers = last_line(out)
+    assert (numbers["valid"], numbers["runs"]) == ("3", "6")
+    assert numbers["passed"] == numbers["probes"] == "2"  # Biscuit (failed turn 2) recalled
+    # Run 3 read turn 2's message (whose run failed) with its own.
+    assert hippocampus.shown[1] == [SCRIPT[0][2]["content"], SCRIPT[0][4]["content"]]
+    assert re.search(r"^probe 1 \[dog\] PASS .*My dog Biscuit", out, re.M)
