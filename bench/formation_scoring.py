@@ -25,7 +25,10 @@ Content words of a text (``content_words``):
 Phatic (content-free) text (``phatic_reason``): after removing greeting, thanks and filler
 phrases (``PHATIC_PHRASES``, English and Chinese) and phatic words (``PHATIC_WORDS``:
 hi, hello, thanks, ok, lol, goodnight...), fewer than two content words are left. For
-Chinese, every two CJK characters left (outside stop characters) count as one word.
+Chinese, every two CJK characters left (outside stop characters) count as one word. A
+name standing alone is a fact, not filler: a capitalised word after a sentence's first
+word ("The user is Xiaoman") counts as two content words, unless the text has a greeting
+or filler word ("Hi Juniper!").
 
 Supported (``support``): a memory is supported by some evidence (a set of messages) when
   1. at least ``SUPPORT_MIN_RATIO`` (60%) of the memory's content words are content
@@ -291,17 +294,19 @@ def phatic_reason(text: str) -> str | None:
         low = low.replace(phrase, " ")
     english = 0
     cjk_chars = 0
+    greeted = False
     for token in _TOKEN.findall(low):
         if _CJK_RUN.fullmatch(token):
             cjk_chars += sum(len(piece) for piece in _cjk_pieces(token))
-        elif (
-            token not in STOP_WORDS
-            and token not in SUBJECT_WORDS
-            and token not in PHATIC_WORDS
-            and stem(token) not in PHATIC_WORDS
-        ):
+        elif token in PHATIC_WORDS or stem(token) in PHATIC_WORDS:
+            greeted = True
+        elif token not in STOP_WORDS and token not in SUBJECT_WORDS:
             english += 1
     count = english + cjk_chars // 2
+    if count == 1 and not greeted and low == _normalise(text).lower():
+        first = _TOKEN.findall(low)[:1]
+        if any(name not in first for name in names(text)):
+            count = 2  # a name standing alone: "The user is Xiaoman"
     if count < MIN_CONTENT_WORDS:
         return f"phatic: {count} content word{'s' if count != 1 else ''} besides greetings/filler"
     return None

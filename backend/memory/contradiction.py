@@ -100,6 +100,24 @@ _NOT_UNITS = frozenset(
     ]
 )
 _ORDINALS = frozenset({"st", "nd", "rd", "th"})
+# When something was said, not what: no part of a topic ("last time I got 5.5").
+_TIME_WORDS = frozenset(
+    [
+        "last",
+        "time",
+        "times",
+        "next",
+        "first",
+        "ago",
+        "recent",
+        "recently",
+        "usual",
+        "usually",
+        "got",
+        "get",
+        "gets",
+    ]
+)
 
 
 def _normalise(text: str) -> str:
@@ -133,8 +151,11 @@ def values(text: str) -> dict[str, frozenset[str]]:
         if unit in _ORDINALS:
             unit = "day"  # "December 20th"
         elif not unit or unit in _NOT_UNITS:
+            # What the number measures: the next word that is not filler ("5.5 in
+            # speaking"), else the previous one ("speaking is 6.0 now").
+            after = [w for w in _WORD.findall(lowered[match.end() :]) if w not in _NOT_UNITS]
             before = [w for w in _WORD.findall(lowered[: match.start()]) if w not in _NOT_UNITS]
-            unit = before[-1] if before else ""
+            unit = after[0] if after else before[-1] if before else ""
         found[f"number:{unit}"].add(str(float(number)))
     return {kind: frozenset(v) for kind, v in found.items()}
 
@@ -145,7 +166,11 @@ def _value_words(kinds: dict[str, frozenset[str]]) -> set[str]:
 
 
 def _topic_tokens(text: str, ignore: set[str]) -> set[str]:
-    return {t for t in content_tokens(text) if t not in ignore and not t[:1].isdigit()}
+    return {
+        t
+        for t in content_tokens(text)
+        if t not in ignore and t not in _TIME_WORDS and not t[:1].isdigit()
+    }
 
 
 def same_topic(

@@ -62,9 +62,7 @@ _FRAMING_WORDS = _words(
     has have had having does did do is
     """
 )
-# Relations a fact is framed in ("lives in", "works as"): no evidence either way, but they
-# still make "The user lives in Chengdu" a fact rather than filler.
-_RELATION_WORDS = _words("live lives lived living work works worked working get gets got getting")
+
 # Greetings, thanks, filler and laughter: never memories on their own.
 _PHATIC_WORDS = _words(
     """
@@ -136,7 +134,7 @@ def _tokens(text: str, ignore: frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-_IGNORED = STOP_WORDS_EN | _SUBJECT_WORDS | _FRAMING_WORDS | _RELATION_WORDS
+_IGNORED = STOP_WORDS_EN | _SUBJECT_WORDS | _FRAMING_WORDS
 
 
 def content_tokens(text: str) -> frozenset[str]:
@@ -156,14 +154,26 @@ def is_content_free(text: str) -> bool:
     name is Man", "The user is in Chengdu": a fact; "Hi Juniper!": not one)."""
     normalised = _normalise(text)
     stripped = _strip_phatic_zh(normalised)
-    tokens = _tokens(stripped, (_IGNORED - _RELATION_WORDS) | _PHATIC_WORDS)
+    tokens = _tokens(stripped, _IGNORED | _PHATIC_WORDS)
     latin = [t for t in tokens if not is_cjk(t)]
     cjk_chars = {ch for t in tokens if is_cjk(t) for ch in t}
     # Two Latin content words, or a Latin word and a CJK one, or a few CJK characters.
     if len(latin) + (len(cjk_chars) + 1) // 2 >= 2:
         return False
     greeted = stripped != normalised or bool(_tokens(normalised, _IGNORED) & _PHATIC_WORDS)
-    return greeted or not (len(latin) == 1 and latin[0] in specifics(text))
+    return greeted or not (len(latin) == 1 and latin[0] in proper_names(text))
+
+
+def proper_names(text: str) -> frozenset[str]:
+    """Capitalised words after a sentence's first word, folded, minus ignored words:
+    the names in "The user is Xiaoman" (xiaoman), none in "Remind me when it is"."""
+    names = {m.group(1).casefold() for m in _CAPITALISED.finditer(text) if not _starts(text, m)}
+    return frozenset(fold(n) for n in names if n not in _IGNORED and n not in _PHATIC_WORDS)
+
+
+def _starts(text: str, match: re.Match[str]) -> bool:
+    before = text[: match.start()].rstrip()
+    return not before or before[-1] in ".!?:;\n"
 
 
 def _matches(token: str, pool: frozenset[str], stems: frozenset[str]) -> bool:

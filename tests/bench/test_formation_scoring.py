@@ -256,3 +256,11 @@ def test_every_oracle_fact_is_supported_by_what_the_user_said_in_its_session(ste
             )
     verdict = scoring.judge(memories, transcript)
     assert verdict.junk == () and verdict.subject_errors == ()
+
+
+def test_a_name_standing_alone_is_a_fact_not_filler() -> None:
+    from bench.formation_scoring import phatic_reason
+
+    assert phatic_reason("The user is Xiaoman.") is None
+    assert phatic_reason("Hi Juniper!") is not None
+    assert phatic_reason("Remind me when it is again.") is not None

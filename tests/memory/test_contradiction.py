@@ -79,3 +79,10 @@ def test_no_contradiction(new: str, old: str) -> None:
 )
 def test_numbers_supersede_only_the_same_measure(new: str, old: str) -> None:
     assert contradicts(new, old) is None
+
+
+def test_what_a_number_measures_is_the_nearest_content_word() -> None:
+    assert values("Last time I got 5.5 in speaking.") == {"number:speaking": frozenset({"5.5"})}
+    assert contradicts(
+        "The user's speaking is 6.0 now!", "The user's last time got 5.5 in speaking."
+    ) == ("number:speaking")

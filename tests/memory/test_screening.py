@@ -54,6 +54,8 @@ def fact(content: str, **kw: object) -> Candidate:
         "The user is happy.",
         "The user is nocturnal.",
         "Hi Juniper!",
+        "Remind me when it is again.",
+        "The user has 200 people.",
     ],
 )
 def test_content_free_text_is_recognised(text: str) -> None:
@@ -69,7 +71,7 @@ def test_content_free_text_is_recognised(text: str) -> None:
         "我妹妹在成都",
         "用户对乳糖不耐受",
         "The user lives in Chengdu.",
-        "The user's name is Man.",
+        "The user is Xiaoman.",
         "The user is in Chengdu.",
     ],
 )
@@ -217,3 +219,9 @@ def test_passing_states_fall_below_the_gate_unless_specific() -> None:
     assert importance_prior("personal_fact", "The user's stomach is punishing me now.") < 0.4
     assert importance_prior("personal_fact", "The user is illustrating a picture book.") >= 0.7
     assert importance_prior("personal_fact", "The user now weighs 69.5 kg.") >= 0.4
+
+
+def test_a_relation_the_user_never_stated_is_not_grounded() -> None:
+    said = ["my older sister Xiaoyu is getting married in October! in Chengdu"]
+    assert not grounding("The user lives in Chengdu.", said).ok(0.6)
+    assert grounding("The user works as a nurse.", ["I work as a nurse"]).ok(0.6)
