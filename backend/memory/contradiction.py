@@ -7,8 +7,9 @@ finds the second case from the text alone, conservatively (a wrong supersession 
 true fact):
 
 - **values** (:func:`values`): month names (English and Chinese, "10月", "十月"),
-  weekdays, and numbers with their unit (the word right after: "72 kg", "3km", "6 am";
-  or the content word right before when none follows: "score 5.5");
+  weekdays, and numbers with their unit when one follows (:data:`UNITS`: "72 kg",
+  "3km", "6 am"); a number without one ("score 5.5", "weight is 69.5 now") is compared
+  with the numbers of the same measure whatever their unit;
 - **same topic**: for months and weekdays (the date of one event), the two facts share
   at least ``MIN_SHARED`` content tokens besides their values
   (``grounding.content_tokens``), or one token and vectors at least ``TOPIC_COSINE``
@@ -69,34 +70,53 @@ _NUMBER_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*([^\W\d_]+)?")
 _ZH_MONTH = re.compile(r"(十[一二]?|[一二三四五六七八九])月|(\d{1,2})\s*月")
 _WORD = re.compile(r"[^\W\d_]+")
 _MAY = re.compile(r"(?<![.!?]\s)(?<!^)\bMay\b")
-# Words that never name what a number measures.
-_NOT_UNITS = frozenset(
+# Words right after a number that say what it measures. A number followed by any other
+# word is compared with the numbers of the same topic, whatever their unit.
+UNITS = frozenset(
     [
-        "and",
-        "or",
-        "to",
-        "in",
-        "on",
-        "at",
-        "of",
-        "the",
-        "a",
-        "an",
-        "is",
-        "are",
-        "was",
-        "were",
-        "from",
-        "for",
-        "with",
-        "by",
-        "now",
-        "currently",
-        "about",
-        "around",
-        "still",
-        "only",
-        "just",
+        "kg",
+        "kgs",
+        "kilo",
+        "kilos",
+        "kilograms",
+        "lb",
+        "lbs",
+        "pounds",
+        "km",
+        "k",
+        "m",
+        "metres",
+        "meters",
+        "miles",
+        "mi",
+        "cm",
+        "mm",
+        "g",
+        "percent",
+        "years",
+        "year",
+        "yrs",
+        "months",
+        "month",
+        "weeks",
+        "week",
+        "days",
+        "hours",
+        "hrs",
+        "h",
+        "minutes",
+        "min",
+        "mins",
+        "seconds",
+        "sec",
+        "secs",
+        "bpm",
+        "am",
+        "pm",
+        "reps",
+        "sets",
+        "laps",
+        "steps",
     ]
 )
 _ORDINALS = frozenset({"st", "nd", "rd", "th"})
@@ -145,17 +165,13 @@ def values(text: str) -> dict[str, frozenset[str]]:
         elif match.group(2) and 1 <= int(match.group(2)) <= 12:
             found["month"].add(_MONTHS[int(match.group(2)) - 1])
     for match in _NUMBER_UNIT.finditer(lowered):
-        number, unit = match.group(1), match.group(2)
-        if unit and unit.startswith("月"):
+        number, unit = match.group(1), match.group(2) or ""
+        if unit.startswith("月"):
             continue  # a Chinese month, counted above
         if unit in _ORDINALS:
             unit = "day"  # "December 20th"
-        elif not unit or unit in _NOT_UNITS:
-            # What the number measures: the next word that is not filler ("5.5 in
-            # speaking"), else the previous one ("speaking is 6.0 now").
-            after = [w for w in _WORD.findall(lowered[match.end() :]) if w not in _NOT_UNITS]
-            before = [w for w in _WORD.findall(lowered[: match.start()]) if w not in _NOT_UNITS]
-            unit = after[0] if after else before[-1] if before else ""
+        elif unit not in UNITS:
+            unit = ""  # "weight is 69.5 now": what it measures is the topic's business
         found[f"number:{unit}"].add(str(float(number)))
     return {kind: frozenset(v) for kind, v in found.items()}
 
@@ -169,8 +185,12 @@ def _topic_tokens(text: str, ignore: set[str]) -> set[str]:
     return {
         t
         for t in content_tokens(text)
-        if t not in ignore and t not in _TIME_WORDS and not t[:1].isdigit()
+        if t not in ignore and t not in _TIME_WORDS and t not in UNITS and not t[:1].isdigit()
     }
+
+
+def _numbers(kinds: dict[str, frozenset[str]]) -> set[str]:
+    return {v for kind, found in kinds.items() if kind.startswith("number:") for v in found}
 
 
 def same_topic(
@@ -211,4 +231,10 @@ def contradicts(
                 return kind
         elif same_topic(new, old, vector_new, vector_old):
             return kind
+    # A number without a unit may measure what one with a unit does ("weight is 69.5
+    # now" against "weight is 72 kg").
+    new_numbers, old_numbers = _numbers(new_values), _numbers(old_values)
+    unitless = "number:" in new_values or "number:" in old_values
+    if unitless and new_numbers and old_numbers and not new_numbers & old_numbers:
+        return "number:" if same_measure(new, old) else None
     return None

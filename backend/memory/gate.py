@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 
 from backend.memory.contradiction import contradicts
-from backend.memory.grounding import content_tokens
+from backend.memory.grounding import content_tokens, specifics
 from backend.memory.hybrid import CorpusStats, fact_similarity, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.scoring import cosine
@@ -181,11 +181,13 @@ def same_fact(
 
 
 def _adds_detail(content: str, memory_content: str) -> bool:
-    """Whether ``content`` says more than ``memory_content``: ``NEW_DETAIL_TOKENS`` or more
-    content tokens the memory lacks ("Tudou is a little golden hamster, two years old"
-    says more than "the user has a hamster called Tudou"). Such a candidate is written,
-    not folded into the memory it resembles."""
+    """Whether ``content`` says more than ``memory_content``: a name or number the memory
+    lacks, or ``NEW_DETAIL_TOKENS`` or more content tokens it lacks ("Tudou is a little
+    golden hamster, two years old" says more than "the user has a hamster called Tudou").
+    Such a candidate is written, not folded into the memory it resembles."""
     known = content_tokens(memory_content)
+    if specifics(content) - specifics(memory_content) - known:
+        return True  # a name or number the memory lacks: "weight is 69.5" against "72 kg"
     return len(content_tokens(content) - known) >= NEW_DETAIL_TOKENS
 
 

@@ -12,7 +12,7 @@ from backend.memory.contradiction import contradicts, values
     [
         ("The wedding is on December 20th.", {"month": {"december"}, "number:day": {"20.0"}}),
         ("The user weighs 72 kg.", {"number:kg": {"72.0"}}),
-        ("Her IELTS speaking score is now 6.0.", {"number:score": {"6.0"}}),
+        ("Her IELTS speaking score is now 6.0.", {"number:": {"6.0"}}),
         ("用户的考试改到5月。", {"month": {"may"}}),
         ("用户的雅思考试在三月。", {"month": {"march"}}),
         ("The user may go running on Sunday.", {"weekday": {"sunday"}}),
@@ -29,7 +29,7 @@ def test_values(text: str, expected: dict[str, set[str]]) -> None:
         (
             "The user's IELTS speaking score is 6.0.",
             "The user's IELTS speaking score is 5.5.",
-            "number:score",
+            "number:",
         ),
         ("The user now weighs 69.5 kg.", "The user weighs 72 kg.", "number:kg"),
         (
@@ -81,8 +81,11 @@ def test_numbers_supersede_only_the_same_measure(new: str, old: str) -> None:
     assert contradicts(new, old) is None
 
 
-def test_what_a_number_measures_is_the_nearest_content_word() -> None:
-    assert values("Last time I got 5.5 in speaking.") == {"number:speaking": frozenset({"5.5"})}
+def test_a_number_without_a_unit_is_compared_by_topic() -> None:
+    assert values("Last time I got 5.5 in speaking.") == {"number:": frozenset({"5.5"})}
     assert contradicts(
         "The user's speaking is 6.0 now!", "The user's last time got 5.5 in speaking."
-    ) == ("number:speaking")
+    ) == ("number:")
+    assert contradicts("The user's weight is 69.5 now.", "The user's weight is 72 kg.") == (
+        "number:"
+    )

@@ -209,3 +209,11 @@ def test_a_look_alike_with_new_details_is_written() -> None:
     known = memory("m1", "The user has a hamster called Tudou.", vector=E0)
     richer = candidate("Tudou is a little golden hamster, two years old.")
     assert decide(richer, rotated(E0, 0.85), recalled=[known]).action == "write"
+
+
+def test_a_look_alike_with_another_name_is_not_an_echo() -> None:
+    known = memory("m1", "The user's friend Ada loves green tea.", vector=E0)
+    other = candidate("The user's friend Chen loves green tea.")
+    assert decide(other, rotated(E0, 0.85), recalled=[known]).action == "write"
+    same = candidate("The user's friend Ada really loves green tea.")
+    assert decide(same, rotated(E0, 0.85), recalled=[known]).action == "reinforce"
