@@ -13,7 +13,7 @@ rest to code:
   the closed vocabulary. Category and importance are not asked for: every token costs
   time on a CPU, and a small model's labels were noise (everything ``personal_fact`` at
   0.4-1.0); code infers them (``memory.screening``). The output is grammar-constrained
-  (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and two worked examples)
+  (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and worked examples)
   comes first, so llama.cpp reuses its KV cache run after run;
 - **code** keeps the short-term history verbatim (the token budget trims the oldest
   items, as in the failure fallback) and rolls the background forward from the facts
@@ -87,7 +87,7 @@ Most messages hold no lasting fact: then "facts" is [].
 or {NO_FEELING}.
 """
 
-# Two worked examples (a few-shot prefix): invented, and never said by any real user, so
+# Worked examples (a few-shot prefix): invented, and never said by any real user, so
 # the screening rejects them should a model copy one.
 _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     (
@@ -100,6 +100,14 @@ _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
             ],
             "emotion": "joy",
         },
+    ),
+    (
+        "NEW MESSAGE:\nugh my legs are dead after that run lol. can't sleep again",
+        {"facts": [], "emotion": "tiredness"},
+    ),
+    (
+        "NEW MESSAGE:\nthe client rejected my sketches AGAIN. I'm a freelance illustrator btw",
+        {"facts": ["The user is a freelance illustrator."], "emotion": "frustration"},
     ),
     (
         "NEW MESSAGE:\nhaha thanks, that helps. goodnight!",

@@ -44,7 +44,13 @@ def embedded_model() -> None:
 @pytest.fixture
 def make_model() -> Iterator[Any]:
     def make(**options: Any) -> EmbeddedLlamaChatModel:
-        settings: dict[str, Any] = {"n_ctx": 1024, "n_threads": 1, "temperature": 0.0, "seed": 7}
+        settings: dict[str, Any] = {
+            "preset": "smollm2-135m",
+            "n_ctx": 1024,
+            "n_threads": 1,
+            "temperature": 0.0,
+            "seed": 7,
+        }
         settings.update(options)
         return EmbeddedLlamaChatModel(**settings)
 
