@@ -132,6 +132,8 @@ install_model() {
 }
 
 if [ "$local_llm" = 1 ]; then
+    # --dev: the real-model tests run on the smallest preset (fast on 2 cores).
+    [ "$dev" = 1 ] && models+=("$(presets smallest)")
     install_model "$default_model"
     for name in "${models[@]}"; do
         [ "$name" = "$default_model" ] || install_model "$name"

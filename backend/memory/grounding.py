@@ -94,6 +94,7 @@ _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
 STEM_PREFIX = 5  # letters two Latin tokens must share to count as one word
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
 
 
 def _normalise(text: str) -> str:
@@ -230,9 +231,17 @@ class Grounding:
         return self.support >= min_support and not self.missing_specifics
 
 
-def grounding(text: str, sources: Iterable[str]) -> Grounding:
-    """:func:`support` plus the numbers and names of ``text`` the sources never mention."""
-    sources = list(sources)
+def statements(text: str) -> str:
+    """``text`` without its questions: "Can we practise speaking?" states nothing about
+    the user, so it is no evidence that the user practises speaking."""
+    sentences = _SENTENCE.split(text.strip())
+    return " ".join(x for x in sentences if x.strip() and not x.rstrip().endswith(("?", "？")))
+
+
+def grounding(text: str, sources: Iterable[str], *, questions: bool = True) -> Grounding:
+    """:func:`support` plus the numbers and names of ``text`` the sources never mention.
+    ``questions=False``: the sources' questions are no evidence (:func:`statements`)."""
+    sources = [s if questions else statements(s) for s in sources]
     pool = frozenset().union(*(content_tokens(s) for s in sources))
     words = set(" ".join(_normalise(s) for s in sources).split())
     # Names and numbers match whole tokens: "Guangxing" is not "Guangzhou".

@@ -6,11 +6,13 @@ invent (memory-model.md, "The save gate", rule 0):
 1. **Content.** Greetings, thanks, filler and other content-free text are rejected
    (``grounding.is_content_free``).
 2. **Grounding and subject.** The subject comes from who said it, never from the model's
-   label: a candidate supported by the user's words (``grounding.grounding``: enough of
-   its content, and every number and name) is about the user, whatever the model said; one
-   the model files under ``persona`` and that is supported by the persona's card or its own
-   replies is about the persona; anything else is rejected with its support figures — an
-   assistant reply filed as a user fact, a prompt's example sentence, an invented title.
+   label: a candidate supported by the user's statements (``grounding.grounding``: enough
+   of its content, and every number and name; a question states nothing: "Can I run on
+   Saturday and Sunday?" is no evidence that the user does) is about the user, whatever
+   the model said; one the model files under ``persona`` and that is supported by the
+   persona's card or its own replies is about the persona; anything else is rejected
+   with its support figures — an assistant reply filed as a user fact, a prompt's
+   example sentence, an invented title.
 3. **Closed vocabularies.** The category is the model's when it is specific; a vague
    ``personal_fact``/``general`` (small models file everything there) yields to a clear
    lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
@@ -166,7 +168,7 @@ def screen_one(
     content = candidate.content.strip()
     if is_content_free(content):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
-    by_user = grounding(content, evidence.user)
+    by_user = grounding(content, evidence.user, questions=False)
     if by_user.ok(min_support):
         subject = "user"
     else:

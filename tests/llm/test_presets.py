@@ -245,6 +245,8 @@ def test_cli_install_list_verify_default(
     assert f"{presets.DEFAULT_PRESET} (default)" in listing and str(fake_parts.models) in listing
     assert presets.main(["default"]) == 0
     assert capsys.readouterr().out.strip() == presets.DEFAULT_PRESET
+    assert presets.main(["smallest"]) == 0
+    assert capsys.readouterr().out.strip() == presets.SMALLEST_PRESET == "smollm2-135m"
     assert presets.main(["requirements", QWEN]) == 0
     assert capsys.readouterr().out.strip().endswith(f"models/{QWEN}.requirements.txt")
     assert presets.main(["package", "smollm2-135m"]) == 0
@@ -376,8 +378,9 @@ async def test_the_default_smollm2_preset_keeps_the_files_template(
 
 
 def test_a_preset_that_is_not_installed_says_what_to_run(
-    fake_parts: FakeParts, llama: type[RecordingLlama]
+    fake_parts: FakeParts, llama: type[RecordingLlama], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(presets, "DEFAULT_PRESET", "smollm2-135m")  # QWEN is not the default
     with pytest.raises(LLMUnavailable, match=f"run ./install.sh --model {QWEN}"):
         EmbeddedLlamaChatModel(preset=QWEN)
 

@@ -225,3 +225,13 @@ def test_a_relation_the_user_never_stated_is_not_grounded() -> None:
     said = ["my older sister Xiaoyu is getting married in October! in Chengdu"]
     assert not grounding("The user lives in Chengdu.", said).ok(0.6)
     assert grounding("The user works as a nurse.", ["I work as a nurse"]).ok(0.6)
+
+
+def test_a_question_states_nothing() -> None:
+    asked = Evidence(user=("Can I do two runs back to back on Saturday and Sunday?",))
+    result = screen_one(
+        fact("The user can do two runs back to back on Saturday and Sunday."), asked
+    )
+    assert result.rejected is not None and result.rejected.startswith("not grounded")
+    mixed = Evidence(user=("My hamster is Tudou. What's his name again, lol?",))
+    assert screen_one(fact("The user's hamster is Tudou."), mixed).rejected is None
