@@ -94,7 +94,8 @@ _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
 STEM_PREFIX = 5  # letters two Latin tokens must share to count as one word
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
+# A sentence ends at . ! ? before a space (not inside "7.0") or at CJK end punctuation.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 
 
 def _normalise(text: str) -> str:

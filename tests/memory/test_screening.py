@@ -235,3 +235,10 @@ def test_a_question_states_nothing() -> None:
     assert result.rejected is not None and result.rejected.startswith("not grounded")
     mixed = Evidence(user=("My hamster is Tudou. What's his name again, lol?",))
     assert screen_one(fact("The user's hamster is Tudou."), mixed).rejected is None
+
+
+def test_statements_keep_decimal_numbers_whole() -> None:
+    said = Evidence(user=("My target is 7.0 overall, because I apply for Dublin. Is it ok?",))
+    assert screen_one(fact("The user's target is 7.0 overall."), said).rejected is None
+    zh = Evidence(user=("我的目标是7.0分。可以吗？",))
+    assert screen_one(fact("用户的目标是7.0分。"), zh).rejected is None
