@@ -132,11 +132,12 @@ def infer_category(content: str, proposed: str) -> str:
 
 def importance_prior(category: str, content: str) -> float:
     """What code alone thinks a fact is worth: the category's prior, +0.1 for a fact with
-    names or numbers, -0.35 for a passing state ("can't sleep again", "punishing me now")."""
+    names or numbers, else -0.35 for a passing state ("can't sleep again", "punishing me
+    now"; with a number, "now" marks an update: "weight is 69.5 now")."""
     prior = CATEGORY_PRIOR.get(category, CATEGORY_PRIOR["general"])
     if specifics(content):
-        prior += 0.1
-    if _TRANSIENT.search(content):
+        prior += 0.1  # and no passing state: "weight is 69.5 now" is an update
+    elif _TRANSIENT.search(content):
         prior -= TRANSIENT_PENALTY
     return clamp01(prior)
 

@@ -59,7 +59,10 @@ def code_word(conversation: int, turn: int) -> str:
 
 
 def user_message(conversation: int, turn: int) -> str:
-    text = f"c{conversation} t{turn}: today's code word is {code_word(conversation, turn)}."
+    # The user states the turn's fact: the save gate stores only what the user said.
+    said = fact(conversation, turn).replace("The user's", "My").replace("The user", "I")
+    text = f"c{conversation} t{turn}: today's code word is {code_word(conversation, turn)}. "
+    text += f"{said}."
     if turn > 1:
         text += f" Do you remember the last one, {code_word(conversation, turn - 1)}?"
     return text
