@@ -27,6 +27,15 @@ FACTS = (
     "The user is allergic to peanuts",
     "The user is training for a half marathon in May",
 )
+# What the user says on each fact's turn: the save gate stores only what the user said.
+SAID = (
+    "My sister Mei lives in Osaka.",
+    "I work night shifts as a nurse.",
+    "I am learning to play the cello.",
+    "My dog is called Biscuit.",
+    "Do you remember my dog Biscuit? I am allergic to peanuts, by the way.",
+    "I am training for a half marathon in May.",
+)
 
 
 @pytest.fixture
@@ -62,7 +71,7 @@ def test_chroma_down_and_back_loses_no_memory(
     assert health["dependencies"]["vector_store"]["ok"] is False
     for index in (1, 2, 3):
         hippocampus.enqueue(hippocampus_reply(FACTS[index]))
-        _, report = app.turn(session, f"Something about me, number {index}.")
+        _, report = app.turn(session, SAID[index])
         assert report["written"] == [] and report["activated"] == []
         assert report["activation"]["degraded"].startswith("store unavailable")
         assert [q["content"] for q in report["queued"]] == [FACTS[index]]
@@ -81,7 +90,7 @@ def test_chroma_down_and_back_loses_no_memory(
 
     # Recall works again, and the replayed memories are recalled.
     hippocampus.enqueue(hippocampus_reply(FACTS[4]))
-    _, report = app.turn(session, "Do you remember my dog Biscuit?")
+    _, report = app.turn(session, SAID[4])
     assert FACTS[3] in [m["content"] for m in report["activated"]]
     assert report["activation"]["degraded"] is None
 
@@ -113,7 +122,7 @@ def test_hung_chroma_fails_fast_and_loses_no_memory(
     degraded = []
     for index in (1, 2, 3):
         hippocampus.enqueue(hippocampus_reply(FACTS[index]))
-        _, report = app.turn(session, f"Something about me, number {index}.")
+        _, report = app.turn(session, SAID[index])
         assert [q["content"] for q in report["queued"]] == [FACTS[index]]
         degraded.append(report["activation"]["degraded"])
     assert all(d.startswith("store unavailable") for d in degraded)
