@@ -420,13 +420,13 @@ def test_the_app_builds_each_role_from_its_preset(
 @pytest.mark.real_model
 @pytest.mark.anyio
 async def test_qwen_05b_answers_with_chatml() -> None:
-    """Skipped unless the preset is installed; CI does not download it (0.5 GB) unless
-    LIMBIC_REQUIRE_PRESET_MODELS=1 asks for it (then a missing preset fails)."""
+    """The default preset (install.sh installs it). Skipped when it is not installed,
+    unless LIMBIC_REQUIRE_PRESET_MODELS=1 (set by .ci/run): then that fails."""
     if importlib.util.find_spec("llama_cpp") is None:
         skip_or_fail("llama-cpp-python is not installed", "LIMBIC_REQUIRE_PRESET_MODELS")
     if presets.preset_path(QWEN) is None:
         skip_or_fail(
-            f"model preset {QWEN} is not installed (opt-in: ./install.sh --model {QWEN})",
+            f"model preset {QWEN} is not installed (./install.sh installs it)",
             "LIMBIC_REQUIRE_PRESET_MODELS",
         )
     model = EmbeddedLlamaChatModel(
