@@ -12,12 +12,12 @@ Content words of a text (``content_words``):
   - English: the text is NFKC-normalised and lower-cased, split into runs of letters and
     runs of digits (``3km`` → ``3``, ``km``; ``he/she`` → ``he``, ``she``); stop words
     (``STOP_WORDS``: articles, pronouns, auxiliaries, prepositions, conjunctions,
-    reporting verbs such as "said") and subject words (``SUBJECT_WORDS``: "user", "they",
-    "their", "he", "she", "assistant", ...) are removed; each remaining word is stemmed by
-    ``stem`` (common irregular past forms mapped to the base form, ``IRREGULAR``, then a
-    few suffix rules: ``-ies``/``-ied`` → ``-y``, then ``-ing``, ``-ed``,
-    ``-es``, ``-s``; a doubled final consonant and a final ``e`` are dropped, so "moved",
-    "moving" and "move" all become ``mov``);
+    reporting and naming verbs such as "said", "called") and subject words
+    (``SUBJECT_WORDS``: "user", "they", "their", "he", "she", "assistant", ...) are
+    removed; each remaining word is stemmed by ``stem`` (common irregular past forms
+    mapped to the base form, ``IRREGULAR``, then a few suffix rules: ``-ies``/``-ied`` →
+    ``-y``, then ``-ing``, ``-ed``, ``-es``, ``-s``; a doubled final consonant and a final
+    ``e`` are dropped, so "moved", "moving" and "move" all become ``mov``);
   - Chinese (CJK ideographs): runs of ideographs, cut at CJK stop characters
     (``CJK_STOP_CHARS``) and subject words ("用户", "他", "她"...); each piece becomes its
     character bigrams (a one-character piece stays a unigram).
@@ -117,6 +117,7 @@ STOP_WORDS = _words(
     s t m re ve ll d st nd rd th don didn doesn isn wasn aren weren haven hasn hadn
     wouldn couldn shouldn cannot
     say says said saying tell tells told telling mention mentions mentioned mentioning
+    call calls called calling name names named naming
     like likes liked
     ok okay yes yeah yep nope lol haha btw oh ah um uh hmm well
     """

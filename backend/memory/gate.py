@@ -17,7 +17,8 @@ Order of the rules, and why:
    and one fact said twice in one answer). "Same fact" is retrieval's restatement test
    (``hybrid.fact_similarity``: vector cosine, IDF-weighted token cosine, keyword
    cosine) at ``policy.same_fact``, or ``echo_cosine`` on the vectors alone;
-4. within ``duplicate_cosine`` of a stored neighbour → ``reinforce <id>``;
+4. within ``duplicate_cosine`` of a stored neighbour, or the same fact as one (the test
+   of rule 3) → ``reinforce <id>``;
 5. otherwise ``write``.
 
 Rule 0 — content, grounding, subject, vocabularies, importance calibration — runs
@@ -153,8 +154,9 @@ def same_fact(
     context: Sequence[Memory] = (),
 ) -> tuple[Memory, float] | None:
     """The live memory of ``memories`` that states the candidate's fact, with its
-    similarity (``hybrid.fact_similarity``, IDF over ``memories`` and ``context``), or
-    ``None`` below ``threshold``. Ties go to the lowest id."""
+    similarity (``hybrid.fact_similarity``, IDF over ``memories`` and ``context``; 1 when
+    every content word of the candidate is already in the memory), or ``None`` below
+    ``threshold`` or when the candidate adds detail. Ties go to the lowest id."""
     live = [m for m in memories if not m.is_superseded]
     if not live:
         return None
@@ -169,9 +171,12 @@ def same_fact(
     # of a namespace of at least MIN_IDF_DOCS, so a word shared by two of them still counts.
     stats = replace(stats, n_docs=max(stats.n_docs, MIN_IDF_DOCS))
     similarity = fact_similarity(pool, stats)[0, 1:]
+    said = content_tokens(candidate.content)
     best: tuple[Memory, float] | None = None
     for index in sorted(range(len(live)), key=lambda i: live[i].id):
         score = float(similarity[index])
+        if len(said) >= 2 and said <= content_tokens(live[index].content):
+            score = max(score, 1.0)  # every content word already there: nothing new
         if score < threshold or (best is not None and score <= best[1]):
             continue
         if _adds_detail(candidate.content, live[index].content):
@@ -286,6 +291,14 @@ def decide(
             duplicate[0].id,
             reason="near-duplicate of a stored memory",
             similarity=duplicate[1],
+        )
+    restated = same_fact(candidate, vector, neighbours, threshold=policy.same_fact)
+    if restated is not None:
+        return GateDecision(
+            "reinforce",
+            restated[0].id,
+            reason="the same fact as a stored memory",
+            similarity=cosine(vector, restated[0].embedding),
         )
     return GateDecision("write", reason="new fact")
 

@@ -94,6 +94,7 @@ _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b([A-Z][a-z]+(?:[A-Z][a-z]+)*)\b")
 STEM_PREFIX = 5  # letters two Latin tokens must share to count as one word
+_CONTRACTION = re.compile(r".+'(s|m|re|ve|ll|d|t)")
 # A sentence ends at . ! ? before a space (not inside "7.0") or at CJK end punctuation.
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
 
@@ -124,8 +125,8 @@ def _tokens(text: str, ignore: frozenset[str]) -> frozenset[str]:
     out: set[str] = set()
     for raw in _TOKEN.findall(_normalise(text)):
         raw = raw.replace("’", "'")
-        if raw.endswith("'s"):
-            raw = raw[:-2]
+        if _CONTRACTION.fullmatch(raw):  # "user's" → "user", "I'm" → "i", "don't" → "don"
+            raw = raw.rsplit("'", 1)[0]
         for word in _split_cjk(raw) if not raw.isascii() else [raw]:
             if is_cjk(word):
                 out.update(t for t in _cjk_tokens(word) if t not in _CJK_FUNCTION)

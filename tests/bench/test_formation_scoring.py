@@ -264,3 +264,9 @@ def test_a_name_standing_alone_is_a_fact_not_filler() -> None:
     assert phatic_reason("The user is Xiaoman.") is None
     assert phatic_reason("Hi Juniper!") is not None
     assert phatic_reason("Remind me when it is again.") is not None
+
+
+def test_naming_verbs_are_no_content() -> None:
+    from bench.formation_scoring import content_words
+
+    assert "call" not in content_words("The user has a condition called Achilles tendinopathy.")

@@ -217,3 +217,10 @@ def test_a_look_alike_with_another_name_is_not_an_echo() -> None:
     assert decide(other, rotated(E0, 0.85), recalled=[known]).action == "write"
     same = candidate("The user's friend Ada really loves green tea.")
     assert decide(same, rotated(E0, 0.85), recalled=[known]).action == "reinforce"
+
+
+def test_a_stored_fact_said_again_in_other_words_is_reinforced() -> None:
+    stored = memory("m1", "The user is a software tester.", vector=E0)
+    decision = decide(candidate("I'm a software tester."), rotated(E0, 0.68), neighbours=[stored])
+    assert (decision.action, decision.target_id) == ("reinforce", "m1")
+    assert decision.reason == "the same fact as a stored memory"
