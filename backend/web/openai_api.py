@@ -13,8 +13,10 @@ the first token → a final SSE event with the error object, then ``[DONE]``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -93,12 +95,24 @@ class ChatRequest(BaseModel):
         return self.intermediate_steps or bool(props.get("enableIntermediateSteps"))
 
 
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+
+
 def _session_id(request: Request, body: ChatRequest) -> str | None:
     for header in ("conversation-id", "x-session-id"):
         value = request.headers.get(header)
         if value and value.strip():
-            return value.strip()[:128]
-    return body.user.strip()[:128] if body.user and body.user.strip() else None
+            return _header_safe(value.strip()[:128])
+    return _header_safe(body.user.strip()[:128]) if body.user and body.user.strip() else None
+
+
+def _header_safe(value: str) -> str:
+    """The session id as given when it can travel back in ``X-Session-Id`` (visible ASCII),
+    else a stable id derived from it: the same ``user`` string always finds its session,
+    and a response header never carries a control or non-ASCII character."""
+    if _HEADER_SAFE.fullmatch(value):
+        return value
+    return "u-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _turn_request(request: Request, body: ChatRequest, user: str, limit: int) -> TurnRequest:

@@ -286,3 +286,17 @@ def test_stream_asks_proxies_not_to_buffer(h: AppHarness) -> None:
         assert response.headers["x-accel-buffering"] == "no"
         assert response.headers["cache-control"] == "no-store"
         assert sse_lines(response)[-1] == "data: [DONE]"
+
+
+def test_a_user_field_unfit_for_a_header_still_names_one_session(h: AppHarness) -> None:
+    """Found by the fuzz test: a ``user`` with a tab or non-ASCII became the session id and
+    broke the ``X-Session-Id`` header mid-response."""
+    h.chat.enqueue(Reply(chunks=["one"]))
+    h.chat.enqueue(Reply(chunks=["two"]))
+    body = {"messages": [{"role": "user", "content": "hi"}], "user": "Zoë\tthe user"}
+    first = httpx.post(h.base_url + "/v1/chat/completions", json=body, timeout=30)
+    again = httpx.post(h.base_url + "/v1/chat/completions", json=body, timeout=30)
+    assert first.status_code == again.status_code == 200
+    session = first.headers["x-session-id"]
+    assert session.startswith("u-") and session.isascii()
+    assert again.headers["x-session-id"] == session
