@@ -12,10 +12,11 @@ true fact):
   with the numbers of the same measure whatever their unit;
 - **same topic**: for months and weekdays (the date of one event), the two facts share
   at least ``MIN_SHARED`` content tokens besides their values
-  (``grounding.content_tokens``), or one token and vectors at least ``TOPIC_COSINE``
-  apart. For numbers, stricter, since a fact holds many numbers that are not the value
-  of one slot ("swam 400 m today" does not update "can swim 50 m"): the content tokens
-  besides the numbers must overlap by a Jaccard of at least ``NUMBER_TOPIC_JACCARD``;
+  (``grounding.content_tokens``), or one token and either a word announcing a change
+  ("moved", "postponed", "now") or vectors at least ``TOPIC_COSINE`` apart. For
+  numbers, stricter, since a fact holds many numbers that are not the value of one slot
+  ("swam 400 m today" does not update "can swim 50 m"): the content tokens besides the
+  numbers must overlap by a Jaccard of at least ``NUMBER_TOPIC_JACCARD``;
 - **the same kind of statement**: a goal ("would like to weigh 66 kg", "target",
   "aim") never updates a current value, nor the other way round;
 - **contradiction**: for some kind of value (months; weekdays; numbers of one unit) both
@@ -41,6 +42,11 @@ from backend.memory.scoring import cosine
 MIN_SHARED = 2
 TOPIC_COSINE = 0.55
 NUMBER_TOPIC_JACCARD = 0.5
+# Words that announce a change of date: one shared topic word is then enough.
+_UPDATE = re.compile(
+    r"\b(moved|changed|rescheduled|postponed|pushed|brought forward|delayed|now)\b|改到|推迟|提前",
+    re.IGNORECASE,
+)
 _GOAL = re.compile(
     r"\b(goal|target|aim|aims|aiming|want|wants|wanted|would like|hope|hopes|hoping|plan|"
     r"plans|planning|dream|needs?|required?|requirement)\b|目标|想要|希望|计划|打算",
@@ -201,6 +207,8 @@ def same_topic(
     shared = _topic_tokens(a, ignore) & _topic_tokens(b, ignore)
     if len(shared) >= MIN_SHARED:
         return True
+    if shared and (_UPDATE.search(a) or _UPDATE.search(b)):
+        return True  # "the wedding moved to September 20" against "the wedding is on June 14"
     similarity = cosine(vector_a, vector_b)
     return bool(shared) and similarity is not None and similarity >= TOPIC_COSINE
 

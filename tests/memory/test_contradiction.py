@@ -89,3 +89,15 @@ def test_a_number_without_a_unit_is_compared_by_topic() -> None:
     assert contradicts("The user's weight is 69.5 now.", "The user's weight is 72 kg.") == (
         "number:"
     )
+
+
+def test_a_change_of_date_needs_one_shared_word() -> None:
+    assert (
+        contradicts(
+            "The user's wedding moved to September 20 because the venue flooded.",
+            "The user's sister Lily's wedding is on June 14.",
+        )
+        == "month"
+    )
+    unrelated = contradicts("The user's cat moved in on May 3.", "The user's wedding is in June.")
+    assert unrelated is None
