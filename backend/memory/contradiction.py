@@ -228,10 +228,14 @@ def contradicts(
     if bool(_GOAL.search(new)) != bool(_GOAL.search(old)):
         return None
     new_values, old_values = values(new), values(old)
+    announced = bool(_UPDATE.search(new))
     clashes = [
         kind
         for kind in sorted(new_values.keys() & old_values.keys())
         if not new_values[kind] & old_values[kind]
+        # "moved his exam to April 28 because the March date was full": a change names
+        # the old date too; a date the old fact lacks is enough.
+        or (announced and kind in ("month", "weekday") and new_values[kind] - old_values[kind])
     ]
     for kind in clashes:
         if kind.startswith("number:"):

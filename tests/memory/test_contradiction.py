@@ -101,3 +101,10 @@ def test_a_change_of_date_needs_one_shared_word() -> None:
     )
     unrelated = contradicts("The user's cat moved in on May 3.", "The user's wedding is in June.")
     assert unrelated is None
+
+
+def test_a_change_that_names_the_old_date_too_still_updates() -> None:
+    new = "The user moved his exam to April 28 because the March date was full."
+    assert contradicts(new, "The user's B2 exam is on March 3.") == "month"
+    same = contradicts("The user's exam in March went well.", "The user's exam is in March.")
+    assert same is None
