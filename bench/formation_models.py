@@ -100,6 +100,12 @@ class FlakyHippocampus(StreamingChatModel):
         self.every = every
         self.calls = 0
 
+    def expect(self, turn: ScriptTurn) -> None:
+        """Tell a scripted inner model (the oracle) which turn comes next."""
+        expect = getattr(self.inner, "expect", None)
+        if callable(expect):
+            expect(turn)
+
     @property
     def model(self) -> str:
         return self.inner.model
