@@ -1,4 +1,4 @@
-"""Turn ordering across processes: wait for a session's cross-process lock from asyncio.
+"""Ordering across processes: wait for a session's cross-process lock from asyncio.
 
 ``backend.stores.session_locks`` gives non-blocking ``try_acquire``; this polls it from
 the event loop (a short back-off), so a turn that waits parks no worker thread — the
@@ -15,21 +15,23 @@ import asyncio
 import logging
 from typing import Any
 
-from backend.stores.session_locks import LockHandle, SessionLocks
+from backend.stores.session_locks import LockHandle, LockKind, SessionLocks
 
 log = logging.getLogger(__name__)
 
-# A merge takes about a hippocampus call (seconds); polling this often adds at most
-# ~100 ms to the next turn of a session that just moved to another process.
+# A reply or a merge takes seconds; polling this often adds at most ~100 ms to the next
+# turn (or merge) of a session that just moved to another process.
 FIRST_POLL_S = 0.01
 MAX_POLL_S = 0.1
 
 
-async def acquire_session(locks: SessionLocks, session_id: str) -> LockHandle:
-    """The session's cross-process lock, once no other process holds it."""
+async def acquire_session(
+    locks: SessionLocks, session_id: str, kind: LockKind = "turn"
+) -> LockHandle:
+    """The session's cross-process lock of this kind, once no other process holds it."""
     delay = FIRST_POLL_S
     while True:
-        attempt = asyncio.ensure_future(asyncio.to_thread(locks.try_acquire, session_id))
+        attempt = asyncio.ensure_future(asyncio.to_thread(locks.try_acquire, session_id, kind))
         try:
             handle = await asyncio.shield(attempt)
         except asyncio.CancelledError:

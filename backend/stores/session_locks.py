@@ -1,15 +1,17 @@
 """Per-session locks that hold across processes, and are let go when a process dies.
 
-turn.md: the merge of turn t is complete before turn t+1 of the same session reads its
-state. Inside one process the turn engine orders turns with an ``asyncio.Lock``; these
-locks order them between processes (several app processes behind a load balancer,
-docs/deployment.md). ``try_acquire`` never blocks, so a waiting turn polls from the
-event loop instead of parking a worker thread (the merge it waits for needs one).
+Two locks per session (``LockKind``), each ordering one thing between processes (several
+app processes behind a load balancer, docs/deployment.md): ``"turn"``, held from a
+turn's start until its reply is stored, so replies of one session never interleave; and
+``"memory"``, held by the worker that merges the session's turns into its memory state
+(backend.engine.memory_worker), so merges run one at a time and in order. Inside one
+process the turn engine orders with ``asyncio`` locks first. ``try_acquire`` never
+blocks, so a waiter polls from the event loop instead of parking a worker thread.
 
 - PostgreSQL: ``pg_try_advisory_lock`` on a connection kept for as long as the lock is
   held. A process that dies closes its connections, and the server drops their locks
-  at once (TCP keepalives cover a machine that vanishes). Costs one connection per turn
-  in flight, from a pool of its own.
+  at once (TCP keepalives cover a machine that vanishes). Costs one connection per lock
+  held, from a pool of its own.
 - SQLite (a file): a POSIX byte-range lock (``lockf``) at an offset derived from the
   session id, on ``<database>.locks``. The kernel drops it when the process dies.
   SQLite remains documented as single-process; this is cheap, so several processes on
@@ -29,7 +31,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, create_engine, text
 
@@ -47,9 +49,13 @@ LOCK_POOL_SIZE = 4
 LOCK_MAX_OVERFLOW = 200
 
 
-def lock_key(session_id: str) -> int:
+LockKind = Literal["turn", "memory"]
+_PREFIX: dict[str, str] = {"turn": "limbic-session", "memory": "limbic-memory"}
+
+
+def lock_key(session_id: str, kind: LockKind = "turn") -> int:
     """A stable 62-bit key for the session (non-negative: it is also a file offset)."""
-    digest = hashlib.blake2b(f"limbic-session:{session_id}".encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{_PREFIX[kind]}:{session_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 2
 
 
@@ -61,7 +67,7 @@ class LockHandle:
 
 
 class SessionLocks(Protocol):
-    def try_acquire(self, session_id: str) -> LockHandle | None:
+    def try_acquire(self, session_id: str, kind: LockKind = "turn") -> LockHandle | None:
         """The lock if it is free now (held by no process, this one included), else None."""
         ...
 
@@ -103,8 +109,8 @@ class FileRangeLocks:
             # drop every lock this process holds on it (POSIX record-lock semantics).
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
-    def try_acquire(self, session_id: str) -> LockHandle | None:
-        key = lock_key(session_id)
+    def try_acquire(self, session_id: str, kind: LockKind = "turn") -> LockHandle | None:
+        key = lock_key(session_id, kind)
         if not self._held.take(key):
             return None
         if self._fd is not None:
@@ -142,8 +148,8 @@ class PgAdvisoryLocks:
             connect_args={"connect_timeout": 10, **PG_KEEPALIVES},
         )
 
-    def try_acquire(self, session_id: str) -> LockHandle | None:
-        key = lock_key(session_id)
+    def try_acquire(self, session_id: str, kind: LockKind = "turn") -> LockHandle | None:
+        key = lock_key(session_id, kind)
         if not self._held.take(key):
             return None
         try:

@@ -22,6 +22,15 @@ MAX_SESSION_ID = 200  # ids come from clients (Conversation-Id); keep them bound
 INTERRUPTED = "interrupted: the server stopped before the reply was finished"
 
 
+class StaleMerge(Exception):
+    """A merge found the session merged further than it expected: its turns were merged
+    by another worker, and its result must not land (``SessionStore.save_state``)."""
+
+    def __init__(self, session_id: str, expected: int | None, found: int) -> None:
+        super().__init__(f"session {session_id}: merged through {found}, expected {expected}")
+        self.session_id, self.expected, self.found = session_id, expected, found
+
+
 class SessionNotFound(KeyError):
     """No session with this id."""
 
@@ -61,6 +70,7 @@ class SessionState:
     short_term: tuple[dict[str, Any], ...] = ()
     user_emotion: dict[str, Any] | None = None
     missed: tuple[dict[str, Any], ...] = ()  # trimmed while the hippocampus was failing
+    merged_seq: int = 0  # the last message seq folded in; later messages are not merged yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,12 +99,22 @@ _V2 = (
 # catch-up (backend.hippocampus.merge); a JSON list like short_term.
 _V3 = ("ALTER TABLE sessions ADD COLUMN missed_turns TEXT NOT NULL DEFAULT '[]'",)
 
+# Version 4: the last message ``seq`` folded into the derived state. A reply no longer
+# waits for the previous turn's merge: the messages after it are the turns not merged
+# yet (backend.engine.memory_worker). Sessions that exist were merged up to their end.
+_V4 = (
+    "ALTER TABLE sessions ADD COLUMN merged_seq BIGINT NOT NULL DEFAULT 0",
+    "UPDATE sessions SET merged_seq = COALESCE("
+    "(SELECT MAX(seq) FROM messages WHERE messages.session_id = sessions.id), 0)",
+)
+
 _MIGRATIONS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3),
+    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3, _V4),
     "postgresql": (
         _POSTGRES_V1,
         tuple(s.format(real="DOUBLE PRECISION") for s in _V2),
         _V3,
+        _V4,
     ),
 }
 SCHEMA_VERSION = len(_MIGRATIONS["sqlite"])

@@ -50,6 +50,7 @@ from backend.stores.session_records import (
     SessionExists,
     SessionNotFound,
     SessionState,
+    StaleMerge,
     Status,
     TurnReport,
     check_choice,
@@ -72,6 +73,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "SessionStoreError",
+    "StaleMerge",
     "TurnReport",
 ]
 
@@ -294,6 +296,15 @@ class SessionStore:
         )
         return [message_from_row(row) for row in rows]
 
+    def messages_after(self, session_id: str, seq: int) -> list[Message]:
+        """The session's messages with a ``seq`` above ``seq``, in order."""
+        rows = self._read(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id AND seq > :seq"
+            " ORDER BY seq",
+            {"id": session_id, "seq": seq},
+        )
+        return [message_from_row(row) for row in rows]
+
     def mark_incomplete_pending(self, session_id: str | None = None) -> int:
         """Replies left ``pending`` by a process that died become ``incomplete``; the count.
 
@@ -341,12 +352,20 @@ class SessionStore:
         short_term: Sequence[dict[str, Any]],
         user_emotion: dict[str, Any] | None,
         missed: Sequence[dict[str, Any]] = (),
+        *,
+        merged_seq: int | None = None,
+        expected_seq: int | None = None,
     ) -> None:
-        """Replace the session's derived state. Raises ``SessionNotFound``."""
+        """Replace the session's derived state. Raises ``SessionNotFound``.
+
+        ``merged_seq``: the last message ``seq`` this state folds in (kept when None).
+        ``expected_seq``: write only if the stored ``merged_seq`` still is this one, else
+        raise ``StaleMerge`` — two merges of the same turns never both land.
+        """
         items, missed_items = list(short_term), list(missed)
         if not all(isinstance(item, dict) for item in items + missed_items):
             raise TypeError("short_term and missed must be lists of dicts")
-        params = {
+        params: dict[str, Any] = {
             "bg": storable(background),
             "st": storable(json.dumps(items, ensure_ascii=False)),
             "missed": storable(json.dumps(missed_items, ensure_ascii=False)),
@@ -356,32 +375,43 @@ class SessionStore:
             "now": stamp(self._clock.now()),
             "id": session_id,
         }
+        sql = (
+            "UPDATE sessions SET background = :bg, short_term = :st, user_emotion = :emo,"
+            " missed_turns = :missed, updated_at = :now"
+        )
+        if merged_seq is not None:
+            sql += ", merged_seq = :merged"
+            params["merged"] = merged_seq
+        sql += " WHERE id = :id"
+        if expected_seq is not None:
+            sql += " AND merged_seq = :expected"
+            params["expected"] = expected_seq
         with self.db.write() as db:
-            result = db.execute(
-                text(
-                    "UPDATE sessions SET background = :bg, short_term = :st, user_emotion = :emo,"
-                    " missed_turns = :missed, updated_at = :now WHERE id = :id"
-                ),
-                params,
-            )
+            result = db.execute(text(sql), params)
             if result.rowcount == 0:
-                raise SessionNotFound(session_id)
+                found = db.execute(
+                    text("SELECT merged_seq FROM sessions WHERE id = :id"), {"id": session_id}
+                ).first()
+                if found is None:
+                    raise SessionNotFound(session_id)
+                raise StaleMerge(session_id, expected_seq, int(found[0]))
 
     def load_state(self, session_id: str) -> SessionState:
         """The session's derived state (empty for a new session). Raises ``SessionNotFound``."""
         rows = self._read(
-            "SELECT background, short_term, user_emotion, missed_turns FROM sessions"
+            "SELECT background, short_term, user_emotion, missed_turns, merged_seq FROM sessions"
             " WHERE id = :id",
             {"id": session_id},
         )
         if not rows:
             raise SessionNotFound(session_id)
-        background, short_term, emotion, missed = rows[0]
+        background, short_term, emotion, missed, merged_seq = rows[0]
         return SessionState(
             background=background,
             short_term=tuple(json.loads(short_term)),
             user_emotion=None if emotion is None else json.loads(emotion),
             missed=tuple(json.loads(missed)),
+            merged_seq=int(merged_seq),
         )
 
     def save_turn_report(self, session_id: str, turn_id: str, report: dict[str, Any]) -> None:
@@ -400,6 +430,14 @@ class SessionStore:
                 )  # fmt: skip
         except IntegrityError:  # the foreign key: no such session
             raise SessionNotFound(session_id) from None
+
+    def turn_report(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
+        """One turn's memory report, or None when it has none yet."""
+        rows = self._read(
+            "SELECT report FROM turn_reports WHERE session_id = :id AND turn_id = :turn",
+            {"id": session_id, "turn": turn_id},
+        )
+        return json.loads(rows[0][0]) if rows else None
 
     def turn_reports(self, session_id: str) -> list[TurnReport]:
         """The session's turn reports, oldest first."""

@@ -176,9 +176,11 @@ def test_a_version_1_sqlite_database_upgrades_in_place(tmp_path: Path) -> None:
     old.commit()
     old.close()
     with SessionStore(path, clock()) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == 4
         assert store.load_state("s1").background == "kept"
         assert store.load_state("s1").missed == ()  # version 3's column, defaulted
+        # Version 4: what existed was merged (its turns are not waiting for a merge).
+        assert store.load_state("s1").merged_seq == 1
         assert [m.content for m in store.transcript("s1")] == ["hello"]
         assert store.append_message("s1", "assistant", "hi again").seq == 2
         assert store.turn_reports("s1")[0].report == {"ok": True}
