@@ -1,14 +1,15 @@
-"""The background half of a turn: the hippocampus run, the save gate, reinforcement and
-the merge (turn.md steps 2 and 5), off the reply's path.
+"""The background steps of a turn: the hippocampus run, the save gate and reinforcement
+(turn.md steps 2 and 5), off the reply's path.
 
-``TurnEngine._begin_locked`` spawns ``run_hippocampus`` right after the user message is
-persisted and ``write_long_term`` once the turn exists; ``Turn.stream`` spawns
-``reinforce_recalled`` with the first token and ``merge_turn`` when the reply ends.
+The memory worker (``backend.engine.memory_worker``) runs ``run_hippocampus`` and
+``write_long_term`` for the turns it merges; ``Turn.stream`` spawns
+``reinforce_recalled`` with the first token, and again for what the memory tools
+recalled when the reply ends.
 
 Failure policy: none of these ever breaks or delays a reply. The hippocampus's failure,
 timeout or garbage → ``None`` (the merge's deterministic fallback), reported in its info;
 a long-term write that could be neither applied nor queued → ``write_error`` in the
-report; a failed reinforcement is logged. ``merge_turn`` always releases the session.
+report; a failed reinforcement is logged.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from backend.engine import report as reports
 from backend.engine.evidence import turn_evidence
 from backend.engine.outbox_replay import write_or_queue
-from backend.engine.session_state import save_state
 from backend.hippocampus import (
     HippocampusParseError,
     HippocampusResult,
     SessionMemoryState,
     build_messages,
     hippocampus_schema,
-    merge,
     parse_result,
 )
 from backend.hippocampus.compact import (
@@ -41,7 +40,7 @@ from backend.hippocampus.compact import (
 )
 from backend.llm.port import LLMError
 from backend.memory.screening import Screened, accepted, screen
-from backend.memory.types import Emotion, GatePolicy
+from backend.memory.types import GatePolicy, Memory, Namespace
 from backend.personas import Persona
 from backend.stores.long_term import WriteOutcome
 
@@ -120,24 +119,32 @@ async def run_hippocampus(
     return result, info
 
 
-async def write_long_term(engine: TurnEngine, turn: Turn) -> tuple[list[WriteOutcome], str | None]:
+async def write_long_term(
+    engine: TurnEngine,
+    state: SessionMemoryState,
+    text: str,
+    persona: Persona,
+    result: HippocampusResult | None,
+    namespace: Namespace,
+    recalled: Sequence[Memory],
+    session_id: str,
+) -> tuple[list[WriteOutcome], str | None]:
     """Long-term candidates → save gate → store, as soon as the hippocampus is in.
 
     A store outage queues the candidates in the outbox (``queue`` outcomes, replayed
     later by ``outbox_loop``); only a write that could be neither applied nor queued
     is reported as ``write_error``.
     """
-    result, _info = await turn._hippocampus
     if result is None or not result.long_term:
         return [], None
-    screened = screen_candidates(engine, turn._state, turn._user_text, turn.persona, result)
+    screened = screen_candidates(engine, state, text, persona, result)
     rejected = [
         WriteOutcome("reject", s.candidate.content, s.rejected)
         for s in screened
         if s.rejected is not None
     ]
     for outcome in rejected:
-        log.info("candidate rejected in %s: %s", turn.namespace.key, outcome.reason)
+        log.info("candidate rejected in %s: %s", namespace.key, outcome.reason)
     passed = accepted(screened)
     if not passed:
         return rejected, None
@@ -145,72 +152,24 @@ async def write_long_term(engine: TurnEngine, turn: Turn) -> tuple[list[WriteOut
         outcomes = await asyncio.to_thread(
             write_or_queue,
             engine.long_term,
-            turn.namespace,
+            namespace,
             passed,
-            recalled=turn.recalled,
-            source_session=turn.session.id,
-            gate_policy=turn.persona.gate_policy,  # None: the configured one
+            recalled=list(recalled),
+            source_session=session_id,
+            gate_policy=persona.gate_policy,  # None: the configured one
         )
         return outcomes + rejected, None
     except Exception as exc:
-        log.exception("long-term write failed for session %s", turn.session.id)
+        log.exception("long-term write failed for session %s", session_id)
         return [], type(exc).__name__
 
 
-async def reinforce_recalled(engine: TurnEngine, turn: Turn) -> None:
-    used = [m.id for m in turn.recalled]
+async def reinforce_recalled(engine: TurnEngine, turn: Turn, memories: Sequence[Memory]) -> None:
+    """Reinforce the memories a turn used (activation's, or those its tools recalled)."""
+    used = [m.id for m in memories]
     if not used:
         return
     try:
         await asyncio.to_thread(engine.long_term.reinforce, turn.namespace, used)
     except Exception:
         log.exception("reinforcement failed for session %s", turn.session.id)
-
-
-async def merge_turn(
-    engine: TurnEngine, turn: Turn, stored: asyncio.Future[Any] | None = None
-) -> dict[str, Any]:
-    """Step 5 of turn.md; always releases the session for the next turn."""
-    try:
-        if stored is not None:
-            await stored  # the reply row is final before the next turn can begin
-        result, info = await turn._hippocampus
-        state = merge(
-            turn._state,
-            result,
-            turn._user_text,
-            turn.reply,
-            token_budget=engine.settings.token_budget,
-            catch_up="message" if engine.settings.hippocampus_mode == "compact" else "trimmed",
-        )
-        await save_state(engine.sessions, turn.session.id, state)
-        outcomes: list[WriteOutcome] = []
-        if turn._writes is not None:
-            outcomes, write_error = await turn._writes
-            if write_error:
-                info["write_error"] = write_error
-        outcomes += turn._tool_outcomes
-        if turn._tool_recalled:
-            await asyncio.to_thread(
-                engine.long_term.reinforce, turn.namespace, [m.id for m in turn._tool_recalled]
-            )
-        if turn._reinforced is not None:
-            await turn._reinforced
-        report: dict[str, Any] = {
-            "turn_id": turn.turn_id,
-            **reports.activation_part(turn.activation),
-            **reports.outcomes_part(outcomes),
-            "hippocampus": info,
-            "reply": {"status": turn.status, "error": turn.error},
-            "user_emotion": _emotion_dict(state.user_emotion),
-        }
-        await asyncio.to_thread(
-            engine.sessions.save_turn_report, turn.session.id, turn.turn_id, report
-        )
-        return report
-    finally:
-        turn._release()
-
-
-def _emotion_dict(emotion: Emotion | None) -> dict[str, Any] | None:
-    return None if emotion is None else {"label": emotion.label, "intensity": emotion.intensity}

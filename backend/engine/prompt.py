@@ -1,8 +1,13 @@
 """The main model's messages for one turn (turn.md, "The turn", step 3).
 
-Order: one system message — the persona's system prompt (plus a client's own system
-message, appended), then the background and the recalled notes, fenced and labelled as
-untrusted data; the short-term items as user/assistant messages; the new user message.
+Order: what stays the same from turn to turn first, what changes last, so a local
+model's prompt cache (llama.cpp keeps the previous prompt's tokens) covers all but the
+newest part: the system message — the persona's system prompt (plus a client's own
+system message, appended); the short-term items as user/assistant messages; then a
+system message with the background and the recalled notes, fenced and labelled as
+untrusted data; the new user message last. With the notes first, every recall that
+changed re-evaluated the whole history: on a 2-core CPU, Qwen2.5-0.5B reads ~90 tokens/s
+(docs/benchmarks.md, "Chat latency").
 
 Recalled notes are data, never instructions: each sits on its own line inside the
 ``<recalled_notes>`` block with its date and category, and any text that could close
@@ -72,11 +77,6 @@ def build_main_messages(
     system = system_prompt.strip()
     if client_system and client_system.strip():
         system = f"{system}\n\n{client_system.strip()}" if system else client_system.strip()
-    # One system message: a small model given two followed the first and ignored the
-    # notes in the second.
-    block = memory_block(state.background, memories)
-    if block:
-        system = f"{system}\n\n{block}" if system else block
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -85,5 +85,10 @@ def build_main_messages(
             messages.append({"role": "system", "content": f"(earlier) {item.text}"})
         else:
             messages.append({"role": item.role, "content": item.text})
+    # Right before the message it serves: a small model given the notes in a second
+    # system message at the top followed the first one and ignored them.
+    block = memory_block(state.background, memories)
+    if block:
+        messages.append({"role": "system", "content": block})
     messages.append({"role": "user", "content": user_message})
     return messages

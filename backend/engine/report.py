@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from backend.memory.types import Memory, ScoredMemory
+from backend.memory.types import Emotion, Memory, ScoredMemory
 from backend.stores.long_term import Activation, WriteOutcome
 
 
@@ -78,3 +78,7 @@ def outcomes_part(outcomes: Sequence[WriteOutcome]) -> dict[str, list[dict[str, 
         else:
             part["rejected"].append({"content": o.content, "reason": o.reason})
     return part
+
+
+def emotion_part(emotion: Emotion | None) -> dict[str, Any] | None:
+    return None if emotion is None else {"label": emotion.label, "intensity": emotion.intensity}

@@ -1,14 +1,16 @@
 """One chat turn: persist → activation ∥ hippocampus → main stream → persist → merge (turn.md).
 
-``TurnEngine.begin`` persists the user message, starts the hippocampus at once and waits
-only for activation; ``Turn.stream`` then yields the main model's text as it arrives and
-persists the reply when it ends. The merge (short-term, background, save gate,
-reinforcement, user emotion, memory report) runs in the background: the client's
-stream never waits for the hippocampus. Turns of one session are ordered — turn t+1
-begins only after the merge of turn t — while different sessions never block each other.
-The background steps (hippocampus run, save gate, reinforcement, merge) are in
-``backend.engine.merge``; loading, seeding and saving the session's memory state in
-``backend.engine.session_state``.
+``TurnEngine.begin`` persists the user message, hands the turn to the session's memory
+worker (which starts the hippocampus at once) and waits only for activation;
+``Turn.stream`` then yields the main model's text as it arrives and persists the reply
+when it ends. A reply never waits for a hippocampus run, not even the previous turn's:
+it is prompted from the last merged state plus the turns not merged yet, verbatim.
+Replies of one session are ordered — turn t+1 begins once turn t's reply is stored —
+while different sessions never block each other. The merge (short-term, background,
+save gate, user emotion, memory report) is the memory worker's
+(``backend.engine.memory_worker``), in order, one hippocampus run per batch of waiting
+turns; the background steps themselves are in ``backend.engine.merge``; loading, seeding
+and saving the session's memory state in ``backend.engine.session_state``.
 
 Failure policy: the hippocampus can never break or delay a reply (failure, timeout or
 garbage → the deterministic fallback, reported); activation trouble yields no recalled
@@ -19,7 +21,6 @@ stored marked ``incomplete``; the merge still runs so the next turn works.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -27,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.clock import Clock
-from backend.engine.merge import merge_turn, reinforce_recalled, run_hippocampus, write_long_term
+from backend.engine.memory_worker import MemoryWorker, PendingTurn
+from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
-from backend.engine.session_state import load_state, seed_state
+from backend.engine.session_state import load_state, reply_view, seed_state
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
-from backend.hippocampus import HippocampusResult, SessionMemoryState
+from backend.hippocampus import SessionMemoryState
 from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
 from backend.memory.types import Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
@@ -75,7 +77,8 @@ class TurnRequest:
 
 @dataclass
 class Turn:
-    """A turn in flight. Iterate ``stream()`` once; ``merged`` resolves to the memory report."""
+    """A turn in flight. Iterate ``stream()`` once; then ``merged`` resolves to the memory
+    report, once the memory worker has merged the turn."""
 
     session: Session
     persona: Persona
@@ -83,10 +86,8 @@ class Turn:
     activation: Activation | None
     messages: list[dict[str, Any]]
     _engine: TurnEngine
-    _state: SessionMemoryState
-    _user_text: str
-    _hippocampus: asyncio.Future[tuple[HippocampusResult | None, dict[str, Any]]]
-    _release: Callable[[], None]
+    _pending: PendingTurn
+    _release: Callable[[], None]  # the session's turn lock, once the reply is stored
     _temperature: float | None = None
     _max_tokens: int | None = None
     reply: str = ""
@@ -97,8 +98,6 @@ class Turn:
     merged: asyncio.Future[dict[str, Any]] | None = None
     _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
     _tool_recalled: list[Memory] = field(default_factory=list)
-    # The save gate runs as soon as the hippocampus is in, while the reply may still stream.
-    _writes: asyncio.Future[tuple[list[WriteOutcome], str | None]] | None = None
     # Reinforcement starts with the first token: the recalled memories are in use by then.
     _reinforced: asyncio.Future[None] | None = None
 
@@ -128,7 +127,9 @@ class Turn:
         try:
             async for text in self._generate(parts):
                 if self._reinforced is None:
-                    self._reinforced = engine._spawn(reinforce_recalled(engine, self))
+                    self._reinforced = engine._spawn(
+                        reinforce_recalled(engine, self, self.recalled)
+                    )
                 yield text
             self.status = "complete"
         except LLMError as exc:
@@ -139,18 +140,29 @@ class Turn:
             raise
         finally:
             self.reply = "".join(parts)
-            # Both are spawned before anything is awaited: a client that goes away can
-            # cancel this generator again mid-finally, and the merge (which releases the
-            # session) must happen all the same.
-            stored = engine._spawn(self._finish_row(reply_row))
-            self.merged = engine._spawn(merge_turn(engine, self, stored))
+            # Spawned before anything is awaited: a client that goes away can cancel this
+            # generator again mid-finally, and the row must be finished (and the session
+            # released) all the same.
+            stored = engine._spawn(self._finish(reply_row))
+            self.merged = self._pending.report
             await asyncio.shield(stored)
 
-    async def _finish_row(self, reply_row: asyncio.Future[Any]) -> None:
-        row = await reply_row
-        await asyncio.to_thread(
-            self._engine.sessions.finish_message, row.id, self.reply, self.status, self.error
-        )
+    async def _finish(self, reply_row: asyncio.Future[Any] | None) -> None:
+        """Store the reply, let the session's next turn begin, hand the turn to memory."""
+        try:
+            if reply_row is not None:
+                row = await reply_row
+                sessions = self._engine.sessions
+                await asyncio.to_thread(
+                    sessions.finish_message, row.id, self.reply, self.status, self.error
+                )
+        finally:
+            self._release()
+            await reinforce_recalled(self._engine, self, self._tool_recalled)
+            if self._reinforced is not None:
+                await self._reinforced
+            if not self._pending.reply_done.done():
+                self._pending.reply_done.set_result(None)
 
     async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
         engine = self._engine
@@ -216,6 +228,7 @@ class TurnEngine:
         self.settings = settings
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
+        self.memory = MemoryWorker(self)
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -255,18 +268,21 @@ class TurnEngine:
         session, created = await self.open_session(request)
         persona = self.personas.get(session.persona_id) or self.personas.default
         lock = self._lock(session.id)
-        await lock.acquire()  # released when this turn's merge is done
+        await lock.acquire()  # released when this turn's reply is stored
         try:
             # Then the lock between processes (several app processes on one database):
-            # the state loaded below is the one the previous turn's merge saved, wherever
-            # that turn ran.
+            # the previous turn's reply is stored, wherever that turn ran.
             held = await acquire_session(self.sessions.locks, session.id)
         except BaseException:
             lock.release()
             raise
+        released = False
 
-        def release() -> None:  # sync: called from the merge's ``finally``
-            self._spawn(self._unlock(held, lock))
+        def release() -> None:  # sync: called from the reply's ``finally``
+            nonlocal released
+            if not released:
+                released = True
+                self._spawn(self._unlock(held, lock))
 
         try:
             # A reply left pending by a process that died mid-turn is now known dead.
@@ -303,7 +319,7 @@ class TurnEngine:
     ) -> Turn:
         turn_id = uuid.uuid4().hex
         try:
-            state = await load_state(self.sessions, session.id)
+            state, merged_seq = await load_state(self.sessions, session.id)
             if created and request.history:
                 state = await seed_state(
                     self.sessions,
@@ -312,8 +328,14 @@ class TurnEngine:
                     request.history,
                     token_budget=self.settings.token_budget,
                 )
+                merged_seq = -1  # the seeded messages are merged; nothing else exists
+            unmerged = (
+                []
+                if merged_seq < 0
+                else await asyncio.to_thread(self.sessions.messages_after, session.id, merged_seq)
+            )
             # 1. The user's message is committed before any model is called.
-            await asyncio.to_thread(
+            stored = await asyncio.to_thread(
                 self.sessions.append_message,
                 session.id,
                 "user",
@@ -325,46 +347,66 @@ class TurnEngine:
             if created:  # a new session whose first message could not be stored goes too
                 await asyncio.to_thread(self._discard_session, session)
             raise
-        ns = Namespace(session.user_id, persona.id)
-        # 2. Hippocampus starts now and never blocks the reply.
-        hippocampus = self._spawn(run_hippocampus(self, state, request.text, persona))
-        target = state.user_emotion.label if state.user_emotion else None
-        activation: Activation | None
-        try:
-            activation = await asyncio.to_thread(
-                self.long_term.activate,
-                ns,
-                request.text,
-                target_emotion=target,
-                policy=persona.retrieval_policy,  # None: the configured one
-                pending_embedding=query_embedding,
-            )
-        except Exception:  # retrieval failure never fails a turn
-            log.exception("activation failed for session %s", session.id)
-            activation = None
-        messages = build_main_messages(
-            system_prompt=persona.system_prompt,
-            client_system=request.client_system,
-            state=state,
-            memories=[] if activation is None else activation.memories,
-            user_message=request.text,
-        )
+        loop = asyncio.get_running_loop()
         turn = Turn(
             session=session,
             persona=persona,
             turn_id=turn_id,
-            activation=activation,
-            messages=messages,
+            activation=None,
+            messages=[],
             _engine=self,
-            _state=state,
-            _user_text=request.text,
-            _hippocampus=hippocampus,
+            _pending=PendingTurn(
+                None,  # type: ignore[arg-type]  # set just below
+                stored.seq,
+                loop.create_future(),
+                loop.create_future(),
+                loop.create_future(),
+            ),
             _release=release,
             _temperature=request.temperature or self.settings.chat_temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
         )
-        turn._writes = self._spawn(write_long_term(self, turn))
+        turn._pending.turn = turn
+        # 2. The memory worker starts the hippocampus now; it never blocks the reply.
+        self.memory.submit(turn._pending)
+        try:
+            turn.activation = await self._activate(turn, request.text, state, query_embedding)
+            turn.messages = build_main_messages(
+                system_prompt=persona.system_prompt,
+                client_system=request.client_system,
+                state=reply_view(state, unmerged, token_budget=self.settings.token_budget),
+                memories=turn.recalled,
+                user_message=request.text,
+            )
+        except BaseException:
+            turn.status, turn.error = "incomplete", "the turn failed before its reply"
+            self._spawn(turn._finish(None))
+            raise
+        finally:
+            turn._pending.activated.set_result(None)
         return turn
+
+    async def _activate(
+        self,
+        turn: Turn,
+        text: str,
+        state: SessionMemoryState,
+        query_embedding: QueryEmbedding | None,
+    ) -> Activation | None:
+        """Recall for this turn; a failure recalls nothing (it never fails a turn)."""
+        target = state.user_emotion.label if state.user_emotion else None
+        try:
+            return await asyncio.to_thread(
+                self.long_term.activate,
+                turn.namespace,
+                text,
+                target_emotion=target,
+                policy=turn.persona.retrieval_policy,  # None: the configured one
+                pending_embedding=query_embedding,
+            )
+        except Exception:
+            log.exception("activation failed for session %s", turn.session.id)
+            return None
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
@@ -376,7 +418,8 @@ class TurnEngine:
         """Close a turn whose stream will never be read (the client left before it began)."""
         if turn.merged is None:
             turn.status, turn.error = "incomplete", "the client went away"
-            turn.merged = self._spawn(merge_turn(self, turn))
+            turn.merged = turn._pending.report
+            await turn._finish(None)
         await asyncio.shield(turn.merged)
 
     async def run(self, request: TurnRequest) -> tuple[Turn, dict[str, Any]]:
@@ -391,7 +434,3 @@ class TurnEngine:
         """Wait for every pending hippocampus run and merge (graceful shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-
-
-def tool_result(payload: Any) -> str:
-    return json.dumps(payload, ensure_ascii=False)

@@ -73,9 +73,9 @@ moved, changed jobs, changed their mind), quote the older fact here.
 4. "user_emotion": the user's current feeling as {{"label": "...", "intensity": 0 to \
 1}}, a single lowercase word such as joy, calm, anxious, sad, angry, tired or neutral.
 
-If the input has "missed_turns", those are older turns that left short-term while you \
-were unavailable: fold what matters in them into "background" and "long_term" as if you \
-had dropped them from short_term yourself; do not copy them into "short_term".
+If the input has "missed_turns", those are earlier messages you have not read yet (you \
+were unavailable or busy): take the user's facts in them into "long_term" and fold what \
+matters into "background", as for the new message; do not copy them into "short_term".
 """
 
 _LANGUAGE_DEFAULT = (

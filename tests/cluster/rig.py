@@ -5,14 +5,17 @@ Used by ``tests/cluster/test_cluster_e2e.py`` and ``bench/cluster_throughput.py`
 
 Conversations are made checkable by construction. User message t of conversation c
 names a code word (``code_word(c, t)``) and asks for the previous one. The scripted
-hippocampus (``hippocampus_reply``) reads the state it is given and answers with
+hippocampus (``hippocampus_reply``) reads the state it is given and answers, for the
+turns it reads (the new message, and those that waited behind a slow run in
+``missed_turns``), with
 
-- ``background`` = the previous background + `` t<n>``: after n turns it is exactly
-  ``c<c>: t1 t2 … tn`` only if every turn read the state the previous turn merged
-  (a turn that read stale state drops a link; two merges interleaved duplicate one);
+- ``background`` = the previous background + `` t<n>`` per turn read: after n turns it
+  is exactly ``c<c>: t1 t2 … tn`` only if every merge read the state the previous one
+  saved (a stale read drops a link; two merges interleaved, or a turn read twice,
+  duplicate one);
 - ``short_term`` = the previous items unchanged (the merge appends the new turn);
-- one long-term fact naming the turn's code word (a different template per turn, so
-  the save gate sees distinct facts).
+- one long-term fact per turn read, naming its code word (a different template per
+  turn, so the save gate sees distinct facts).
 
 The scripted chat model (``chat_reply``) says whether the previous turn's code word
 reached its prompt (recalled memories or short-term): ``… saw <word>`` or ``… missed``.
@@ -86,14 +89,27 @@ def _turn_of(text: str) -> tuple[int, int]:
     return int(conversation), int(turn)
 
 
+def _payload(body: dict[str, Any]) -> dict[str, Any]:
+    data = body["messages"][-1]["content"]
+    return dict(json.loads(data[data.index("{") : data.rindex("}") + 1]))
+
+
+def turns_read(body: dict[str, Any]) -> list[tuple[int, int]]:
+    """The (conversation, turn) pairs a hippocampus request reads: those that waited
+    behind a slow run (``missed_turns``), then the new message's."""
+    payload = _payload(body)
+    read = [item["text"] for item in payload.get("missed_turns", []) if item["role"] == "user"]
+    return [_turn_of(text) for text in [*read, payload["new_user_message"]]]
+
+
 def hippocampus_reply(body: dict[str, Any], delay_s: float = 0.0) -> Reply:
     """The hippocampus answer for a request (module doc)."""
-    data = body["messages"][-1]["content"]
-    payload = json.loads(data[data.index("{") : data.rindex("}") + 1])
-    conversation, turn = _turn_of(payload["new_user_message"])
+    payload = _payload(body)
+    turns = turns_read(body)
+    conversation = turns[-1][0]
     background = payload["background"] or f"c{conversation}:"
     answer = {
-        "background": f"{background} t{turn}",
+        "background": " ".join([background, *(f"t{turn}" for _, turn in turns)]),
         "short_term": [
             {"role": item["role"], "text": item["text"]} for item in payload["short_term"]
         ],
@@ -106,6 +122,7 @@ def hippocampus_reply(body: dict[str, Any], delay_s: float = 0.0) -> Reply:
                 "subject": "user",
                 "keywords": [code_word(conversation, turn)],
             }
+            for _, turn in turns
         ],
         "user_emotion": {"label": "calm", "intensity": 0.3},
     }

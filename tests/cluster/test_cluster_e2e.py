@@ -27,6 +27,7 @@ from tests.cluster.rig import (
     fact,
     hippocampus_reply,
     reply_text,
+    turns_read,
     user_message,
 )
 
@@ -114,8 +115,11 @@ def test_conversations_alternating_between_two_processes_stay_coherent(
             assert sorted(results) == list(range(CONVERSATIONS)), "a conversation failed"
             for c, (session, replies) in results.items():
                 _check_conversation(apps, c, session, replies)
-            # Every hippocampus call was one turn's: none repeated, none lost.
-            assert len(hippocampus.chat_requests) == CONVERSATIONS * TURNS
+            # Every turn was read by exactly one hippocampus run: none twice, none lost.
+            read = [turn for req in hippocampus.chat_requests for turn in turns_read(req.body)]
+            assert sorted(read) == sorted(
+                (c, t) for c in range(CONVERSATIONS) for t in range(1, TURNS + 1)
+            )
         finally:
             apps.stop()
 

@@ -1,0 +1,321 @@
+"""The memory worker: folds a session's turns into its memory state, in order, off the
+reply's path (docs/architecture.md, "The turn").
+
+A reply never waits for a hippocampus run, not even the previous turn's: it is prompted
+from the last merged state plus the turns not merged yet, verbatim
+(``session_state.reply_view``). The merging happens here, per session:
+
+- The stored state folds in the transcript up to ``merged_seq``; every message after it
+  belongs to a turn not merged yet. That is the queue, and it is durable: a turn whose
+  process died is merged by the next worker that runs for the session, in any process.
+- One worker per session per process (``submit`` starts it), and the session's
+  ``"memory"`` lock between processes: merges run one at a time. Each round takes the
+  oldest unmerged turns (at most ``MAX_BATCH``), runs ONE hippocampus over them on the
+  state the previous merge saved, and merges them. The earlier turns of a batch are read
+  as the catch-up of a failed run is (their user messages in ``missed``), and stay in
+  short-term as its newest verbatim items, so several waiting turns cost one run.
+- The hippocampus starts as soon as the turn's user message is stored (in parallel with
+  the reply); the merge waits for the reply to be stored. The state is saved with
+  ``expected_seq``: a merge that lost a race (``StaleMerge``) never lands, so no message
+  is merged twice.
+- Each turn gets its memory report. The batch's gate outcomes go on its newest turn; the
+  hippocampus info names the batch (``turns``). A turn of this process that another
+  process merged gets that report, completed with what only its own process knows (the
+  activation, the tool calls).
+
+Failure policy: the hippocampus's failure is the merge's deterministic fallback, as
+before. A round that fails (the database is down) fails the memory reports of the turns
+of this process in it; their messages stay after ``merged_seq``, so the next round — the
+next turn's, in any process — merges them: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backend.engine import report as reports
+from backend.engine.merge import run_hippocampus, write_long_term
+from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_session, release_session
+from backend.engine.session_state import load_state, save_state, verbatim_items
+from backend.hippocampus import SessionMemoryState, merge
+from backend.memory.types import Memory
+from backend.stores.long_term import WriteOutcome
+from backend.stores.sessions import Message, StaleMerge
+
+if TYPE_CHECKING:
+    from backend.engine.turn import Turn, TurnEngine
+
+log = logging.getLogger(__name__)
+
+# Turns one hippocampus run covers at most: a run reads the catch-up of the earlier ones
+# (bounded by ``budget.CATCH_UP_TOKENS``) and the newest one's message.
+MAX_BATCH = 4
+
+
+@dataclass(eq=False)
+class PendingTurn:
+    """A turn of this process its session's memory has not folded in yet."""
+
+    turn: Turn
+    user_seq: int
+    activated: asyncio.Future[None]  # the turn's recall is done (the gate needs it)
+    reply_done: asyncio.Future[None]  # the reply is stored, or the turn ended without one
+    report: asyncio.Future[dict[str, Any]]  # the turn's memory report, once merged
+
+
+@dataclass
+class TurnMessages:
+    """One turn's messages in the transcript (``turn_id`` None: messages of no turn)."""
+
+    turn_id: str | None
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def last_seq(self) -> int:
+        return self.messages[-1].seq
+
+    @property
+    def user_text(self) -> str:
+        return next((m.content for m in self.messages if m.role == "user"), "")
+
+    @property
+    def reply(self) -> Message | None:
+        return next((m for m in self.messages if m.role == "assistant"), None)
+
+    @property
+    def reply_stored(self) -> bool:
+        return self.reply is not None and self.reply.status != "pending"
+
+
+def group_turns(messages: Sequence[Message]) -> list[TurnMessages]:
+    """Consecutive messages of one turn, in order."""
+    groups: list[TurnMessages] = []
+    for message in messages:
+        if not groups or groups[-1].turn_id != message.turn_id:
+            groups.append(TurnMessages(message.turn_id))
+        groups[-1].messages.append(message)
+    return groups
+
+
+class MemoryWorker:
+    """Per-session merging for one turn engine (one process); see the module docstring."""
+
+    def __init__(self, engine: TurnEngine) -> None:
+        self._engine = engine
+        self._pending: dict[str, list[PendingTurn]] = {}
+        self._running: set[str] = set()
+
+    def submit(self, pending: PendingTurn) -> None:
+        """Queue a turn whose user message is stored; its session's worker starts now."""
+        session_id = pending.turn.session.id
+        self._pending.setdefault(session_id, []).append(pending)
+        if session_id not in self._running:
+            self._running.add(session_id)
+            self._engine._spawn(self._run(session_id))
+
+    async def _run(self, session_id: str) -> None:
+        delay = FIRST_POLL_S
+        try:
+            while self._pending.get(session_id):
+                if await self._round(session_id):
+                    delay = FIRST_POLL_S
+                    continue
+                # The oldest unmerged turn is another process's, still replying: its own
+                # worker merges it, or this one once it is stored.
+                await asyncio.sleep(delay)
+                delay = min(MAX_POLL_S, delay * 2)
+        finally:
+            # No await between the check above and this: a turn submitted from now on
+            # starts a new worker.
+            self._running.discard(session_id)
+            self._pending.pop(session_id, None)
+
+    async def _round(self, session_id: str) -> bool:
+        """Merge the oldest unmerged turns once; False when none could be merged yet."""
+        sessions = self._engine.sessions
+        held = await acquire_session(sessions.locks, session_id, "memory")
+        batch: list[TurnMessages] = []
+        try:
+            state, merged_seq = await load_state(sessions, session_id)
+            if await self._settle_merged(session_id, merged_seq):
+                return True
+            unmerged = await asyncio.to_thread(sessions.messages_after, session_id, merged_seq)
+            batch = self._take_batch(session_id, group_turns(unmerged))
+            if not batch:
+                return False
+            await self._merge(session_id, state, merged_seq, batch)
+            return True
+        except Exception as exc:
+            log.exception("merging session %s failed", session_id)
+            self._fail(session_id, batch, exc)
+            return True
+        finally:
+            await release_session(sessions.locks, held)
+
+    def _own(self, session_id: str) -> dict[str, PendingTurn]:
+        return {p.turn.turn_id: p for p in self._pending.get(session_id, [])}
+
+    def _take_batch(self, session_id: str, groups: list[TurnMessages]) -> list[TurnMessages]:
+        """The oldest turns that can be merged now: this process's own (their replies are
+        awaited) and others' whose reply is stored (or that a later turn follows)."""
+        own = self._own(session_id)
+        batch: list[TurnMessages] = []
+        for index, group in enumerate(groups[:MAX_BATCH]):
+            followed = index + 1 < len(groups)
+            if group.turn_id in own or group.reply_stored or followed:
+                batch.append(group)
+            else:
+                break
+        return batch
+
+    async def _settle_merged(self, session_id: str, merged_seq: int) -> bool:
+        """Give this process's turns that another process merged their reports."""
+        done = [p for p in self._pending.get(session_id, []) if p.user_seq <= merged_seq]
+        for pending in done:
+            stored = await asyncio.to_thread(
+                self._engine.sessions.turn_report, session_id, pending.turn.turn_id
+            )
+            report = own_report(pending.turn, stored or {})
+            await asyncio.to_thread(
+                self._engine.sessions.save_turn_report, session_id, pending.turn.turn_id, report
+            )
+            self._resolve(session_id, pending, report)
+        return bool(done)
+
+    async def _merge(
+        self,
+        session_id: str,
+        state: SessionMemoryState,
+        merged_seq: int,
+        batch: list[TurnMessages],
+    ) -> None:
+        engine = self._engine
+        own = self._own(session_id)
+        mine = [own[g.turn_id] for g in batch if g.turn_id in own]
+        newest = batch[-1]
+        # A session keeps its user and persona: any turn of ours in it tells them.
+        anchor = self._pending[session_id][0].turn
+        persona, namespace = anchor.persona, anchor.namespace
+        seen = read_with_earlier(state, batch[:-1])
+        # The hippocampus starts now, while the newest reply may still stream.
+        result, info = await run_hippocampus(engine, seen, newest.user_text, persona)
+        await asyncio.gather(*(p.activated for p in mine))
+        recalled: list[Memory] = [m for p in mine for m in p.turn.recalled]
+        writes = engine._spawn(
+            write_long_term(
+                engine, seen, newest.user_text, persona, result, namespace, recalled, session_id
+            )
+        )
+        await asyncio.gather(*(p.reply_done for p in mine))
+        final = await asyncio.to_thread(engine.sessions.messages_after, session_id, merged_seq)
+        stored = {g.turn_id: g for g in group_turns(final)}
+        newest = stored.get(newest.turn_id, newest)
+        reply = newest.reply.content if newest.reply is not None else ""
+        merged = merge(
+            seen,
+            result,
+            newest.user_text,
+            reply,
+            token_budget=engine.settings.token_budget,
+            catch_up="message" if engine.settings.hippocampus_mode == "compact" else "trimmed",
+        )
+        outcomes, write_error = await writes
+        try:
+            await save_state(
+                engine.sessions,
+                session_id,
+                merged,
+                merged_seq=newest.last_seq,
+                expected_seq=merged_seq,
+            )
+        except StaleMerge:  # merged meanwhile elsewhere; the next round settles the reports
+            log.warning("session %s: turns merged by another worker; result dropped", session_id)
+            return
+        if write_error:
+            info["write_error"] = write_error
+        if len(batch) > 1:
+            info["turns"] = [g.turn_id for g in batch if g.turn_id]
+        for group in batch:
+            if group.turn_id is None:
+                continue
+            group = stored.get(group.turn_id, group)
+            gate = outcomes if group is newest else []
+            report = turn_report(group, info, gate, merged, own.get(group.turn_id))
+            await asyncio.to_thread(
+                engine.sessions.save_turn_report, session_id, group.turn_id, report
+            )
+            if group.turn_id in own:
+                self._resolve(session_id, own[group.turn_id], report)
+
+    def _resolve(self, session_id: str, pending: PendingTurn, report: dict[str, Any]) -> None:
+        waiting = self._pending.get(session_id, [])
+        if pending in waiting:
+            waiting.remove(pending)
+        if not pending.report.done():
+            pending.report.set_result(report)
+
+    def _fail(self, session_id: str, batch: list[TurnMessages], exc: Exception) -> None:
+        own = self._own(session_id)
+        ids = {g.turn_id for g in batch} or set(own)  # nothing read: all of ours
+        for turn_id in ids:
+            if turn_id in own:
+                pending = own[turn_id]
+                self._pending[session_id].remove(pending)
+                if not pending.report.done():
+                    pending.report.set_exception(exc)
+
+
+def read_with_earlier(
+    state: SessionMemoryState, earlier: Sequence[TurnMessages]
+) -> SessionMemoryState:
+    """The state a run covering several turns reads: the earlier turns as the newest
+    verbatim short-term items, and their user messages as ``missed`` (the messages no run
+    has read: both contracts fold them into long-term, as after a failed run)."""
+    if not earlier:
+        return state
+    items = tuple(verbatim_items([m for group in earlier for m in group.messages]))
+    unread = tuple(item for item in items if item.role == "user")
+    return dataclasses.replace(
+        state, short_term=state.short_term + items, missed=state.missed + unread
+    )
+
+
+def turn_report(
+    group: TurnMessages,
+    info: dict[str, Any],
+    gate: Sequence[WriteOutcome],
+    state: SessionMemoryState,
+    pending: PendingTurn | None,
+) -> dict[str, Any]:
+    """A merged turn's memory report (completed with its own process's part if ours)."""
+    reply = group.reply
+    report: dict[str, Any] = {
+        "turn_id": group.turn_id,
+        **reports.activation_part(None),
+        **reports.outcomes_part(gate),
+        "hippocampus": info,
+        "reply": {
+            "status": reply.status if reply is not None else "incomplete",
+            "error": reply.error if reply is not None else "no reply",
+        },
+        "user_emotion": reports.emotion_part(state.user_emotion),
+    }
+    return report if pending is None else own_report(pending.turn, report)
+
+
+def own_report(turn: Turn, report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with what only the turn's own process knows: its activation, the
+    outcomes of the memory tools it called, how its reply ended."""
+    tools = reports.outcomes_part(turn._tool_outcomes)
+    return {
+        **report,
+        "turn_id": turn.turn_id,
+        **reports.activation_part(turn.activation),
+        **{key: [*report.get(key, []), *value] for key, value in tools.items()},
+        "reply": {"status": turn.status, "error": turn.error},
+    }
