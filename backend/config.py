@@ -39,6 +39,7 @@ from pydantic import (
     Discriminator,
     Field,
     SecretStr,
+    StrictBool,
     Tag,
     ValidationError,
     ValidationInfo,
@@ -151,6 +152,10 @@ HippocampusMode = Literal["auto", "full", "compact"]
 
 class EmbeddedHippocampus(EmbeddedChat):
     mode: HippocampusMode = "auto"
+    # Pause while an embedded chat model generates, so a reply never shares the CPU
+    # with a hippocampus run (backend.llm.reply_first); "auto": on a machine with fewer
+    # than 8 cores, where the two cannot each have the 4 threads they use.
+    yield_to_reply: Literal["auto"] | StrictBool = "auto"
     temperature: float = Field(0.2, ge=0, le=2)  # extraction, not prose
     max_tokens: int | None = Field(1024, ge=1)
     # 1.0: the compact contract copies the user's own words (a penalty pushed names and

@@ -115,3 +115,19 @@ def test_the_docs_example_is_valid_with_the_presets_installed(tmp_path: Path, mo
     for block in blocks:
         settings = load(tmp_path, json.loads(block))
         assert settings.chat.model in presets.PRESETS  # type: ignore[union-attr]
+
+
+def test_two_local_models_take_turns_on_a_small_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.engine.services import reply_first
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert reply_first(load(tmp_path, {})) is not None  # "auto", 2 cores
+    assert reply_first(load(tmp_path, {"hippocampus": {"yield_to_reply": False}})) is None
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert reply_first(load(tmp_path, {})) is None  # room for both: side by side
+    assert reply_first(load(tmp_path, {"hippocampus": {"yield_to_reply": True}})) is not None
+    remote = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    assert reply_first(load(tmp_path, {"hippocampus": remote})) is None
+    assert "yield_to_reply" in problems(tmp_path, {"hippocampus": {"yield_to_reply": "yes"}})

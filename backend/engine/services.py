@@ -21,10 +21,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from backend.clock import Clock, SystemClock
-from backend.config import Settings
+from backend.config import EmbeddedHippocampus, Settings
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.port import ChatModel, LLMError
+from backend.llm.reply_first import ReplyFirst
 from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
 from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
@@ -149,7 +150,25 @@ def build_store(settings: Settings) -> VectorStore:
     return ChromaVectorStore.persistent(settings.storage.data_dir / "chroma")
 
 
-def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
+# Below this many cores, two local models cannot each have the 4 threads they use.
+ROOM_FOR_BOTH_CORES = 8
+
+
+def reply_first(settings: Settings) -> ReplyFirst | None:
+    """The CPU turn-taking of two local models (``backend.llm.reply_first``), or None
+    when they run side by side: a role on a server, a big machine, or turned off."""
+    chat, hippocampus = settings.chat, settings.hippocampus
+    if chat.provider != "embedded" or not isinstance(hippocampus, EmbeddedHippocampus):
+        return None
+    wanted = hippocampus.yield_to_reply
+    if wanted == "auto":
+        wanted = (os.cpu_count() or 1) < ROOM_FOR_BOTH_CORES
+    return ReplyFirst() if wanted else None
+
+
+def build_chat_model(
+    settings: Settings, role_name: str, turns: ReplyFirst | None = None
+) -> ChatModel:
     from backend.llm.factory import build_chat_model as build
 
     role: Any = getattr(settings, role_name)
@@ -164,6 +183,9 @@ def build_chat_model(settings: Settings, role_name: str) -> ChatModel:
             "max_tokens": role.max_tokens,
             "repeat_penalty": role.repeat_penalty,
         }
+        if turns is not None:
+            options["reply_first"] = turns
+            options["background"] = role_name == "hippocampus"
     else:
         options = {
             "base_url": role.base_url,
@@ -260,9 +282,11 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         lexical=lexical,
         outbox=outbox,
     )
-    chat = build_chat_model(settings, "chat")
-    # One model instance per role, so the two LLMs really run in parallel.
-    hippocampus = build_chat_model(settings, "hippocampus")
+    # One model instance per role (each keeps its own prompt cache); two local ones on a
+    # small machine take turns, the reply first.
+    turns = reply_first(settings)
+    chat = build_chat_model(settings, "chat", turns)
+    hippocampus = build_chat_model(settings, "hippocampus", turns)
     engine = TurnEngine(
         sessions=sessions,
         long_term=long_term,

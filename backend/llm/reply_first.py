@@ -1,0 +1,63 @@
+"""The reply first: a background generation yields the CPU to a foreground one.
+
+When the chat and the hippocampus are both local llama.cpp models on a small machine,
+they share its few cores. Run side by side, each gets half (llama.cpp's threads spin
+while they wait, so oversubscribing is worse still), and the user waits for a reply
+prompt that a hippocampus run is slowing down: measured on a 2-core box, the time to
+the first token grew from turn to turn (docs/benchmarks.md, "Chat latency").
+
+``ReplyFirst`` is shared by the two model instances. The chat model marks each
+generation ``foreground()``; the hippocampus calls ``wait_for_foreground()`` before each
+llama.cpp decode step (one batch of its prompt, or one generated token), so it pauses
+within one step of a reply starting and resumes when no reply is running. Each model
+may then use all the cores. Where the machine has room for both, or a role runs on a
+server, nothing is shared and both run in parallel (``backend.engine.services``).
+
+Thread-safe; no I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# How often a paused background step rechecks its own stop flag (a cancelled run must
+# not stay parked behind a long reply).
+RECHECK_S = 0.1
+
+
+class ReplyFirst:
+    """Foreground generations run; background steps wait while any is running."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._foreground = 0
+        self.paused_s = 0.0  # total time background steps spent waiting (for benches)
+
+    @property
+    def busy(self) -> bool:
+        with self._changed:
+            return self._foreground > 0
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        with self._changed:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._foreground -= 1
+                self._changed.notify_all()
+
+    def wait_for_foreground(self, stop: threading.Event | None = None) -> None:
+        """Block while a foreground generation runs (or until ``stop`` is set)."""
+        with self._changed:
+            if self._foreground == 0:
+                return
+            started = time.perf_counter()
+            while self._foreground > 0 and not (stop is not None and stop.is_set()):
+                self._changed.wait(RECHECK_S)
+            self.paused_s += time.perf_counter() - started
