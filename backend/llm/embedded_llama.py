@@ -207,6 +207,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         self._reply_first = reply_first
         self._background = background
         self._stop: threading.Event | None = None  # the running generation's
+        self._primed = False
         self._llama: Any = None
         self._lock = threading.Lock()  # held by the worker thread for a whole generation
 
@@ -244,6 +245,17 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 self._ensure_loaded()
 
         await asyncio.to_thread(load_locked)
+
+    async def prime(self, messages: Sequence[Message]) -> None:
+        """Load the model and evaluate ``messages`` into its prompt cache (``PromptCache``):
+        at start, so the first reply does not pay for the prompt every turn shares."""
+        async for _ in self.stream(messages, max_tokens=1):
+            pass
+        self._primed = True
+
+    @property
+    def primed(self) -> bool:
+        return self._primed
 
     async def aclose(self) -> None:
         """Drop the model (it is reloaded if used again); waits for a running generation."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 Message: TypeAlias = Mapping[str, Any]
 """One chat message, OpenAI format: ``role``, ``content`` and optionally ``tool_calls`` /
@@ -187,6 +187,18 @@ class ChatModel(Protocol):
     async def aclose(self) -> None:
         """Release the client or the model (idempotent)."""
         ...
+
+
+@runtime_checkable
+class PromptCache(Protocol):
+    """A local model that keeps its last prompt evaluated (llama.cpp): a later prompt that
+    starts the same way evaluates only what follows. ``prime`` loads the model and
+    evaluates ``messages`` now (at start, off any user's path); ``primed`` says it did."""
+
+    async def prime(self, messages: Sequence[Message]) -> None: ...
+
+    @property
+    def primed(self) -> bool: ...
 
 
 async def collect(deltas: AsyncIterator[Delta]) -> Completion:

@@ -14,6 +14,7 @@ from backend.config import Settings
 from backend.engine.maintenance import maintenance_loop
 from backend.engine.outbox_replay import outbox_loop
 from backend.engine.services import Services, build_services
+from backend.engine.warm_up import warm_up
 from backend.web import health, memories_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
 from backend.web.log_masking import install_log_masking
@@ -97,6 +98,8 @@ def create_app(
         )
         # Writes queued while the vector store was down (also those of an earlier run).
         replay = asyncio.ensure_future(outbox_loop(svc.long_term))
+        # Local models load and read the shared prompt prefix now, not on the first turn.
+        warming = asyncio.ensure_future(warm_up(svc.engine))
         try:
             # The MCP endpoint's session manager (streamable HTTP) runs for the app's lifetime.
             async with app.state.mcp.run():
@@ -104,6 +107,7 @@ def create_app(
         finally:
             maintenance.cancel()
             replay.cancel()
+            warming.cancel()
             await asyncio.gather(replay, return_exceptions=True)  # its pass in flight ends
             if owned:
                 await app.state.services.aclose()

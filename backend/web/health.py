@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Response
 
 from backend.engine.services import Services
+from backend.llm.port import PromptCache
 from backend.memory.types import Namespace
 from backend.web.deps import ServicesDep
 
@@ -39,6 +40,9 @@ def _tcp_reachable(url: str) -> bool:
 def _role(services: Services, name: str) -> dict[str, Any]:
     role: Any = getattr(services.settings, name)
     if role.provider == "embedded":
+        model = getattr(services, name, None)  # the embedder has no prompt cache
+        if isinstance(model, PromptCache):  # warm: loaded, shared prompt prefix read
+            return {"provider": "embedded", "ok": True, "warm": model.primed}
         return {"provider": "embedded", "ok": True}
     return {"provider": "openai", "model": role.model, "ok": _tcp_reachable(role.base_url)}
 
