@@ -87,6 +87,18 @@ DEFAULT_N_CTX = 4096
 # about 0.3 s of Qwen2.5-0.5B on 2 cores, the longest a starting reply waits for it.
 BACKGROUND_N_BATCH = 32
 
+# ChatML as Qwen2.5 documents it: every message, in order. llama-cpp-python's built-in
+# "chatml" format keeps the first system message and silently drops the others, so the
+# recalled notes the main prompt puts right before the newest message
+# (backend.engine.prompt) never reached the model: 0/3 companion probes, 2/3 with them.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CHATML_END = "<|im_end|>"
+
 _END = object()
 
 # Llama(verbose=False) silences llama.cpp by pointing the process's stdout/stderr (file
@@ -390,7 +402,12 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         started = time.perf_counter()
         self._verify_preset_file()
         options: dict[str, Any] = {"n_ctx": self._n_ctx, "verbose": False}
-        if self._chat_format is not None:
+        if self._chat_format == "chatml":
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            formatter = Jinja2ChatFormatter(CHATML_TEMPLATE, eos_token=CHATML_END, bos_token="")
+            options["chat_handler"] = formatter.to_chat_handler()
+        elif self._chat_format is not None:
             options["chat_format"] = self._chat_format
         # Taking turns, each model may use every core; side by side, half each.
         threads = self._n_threads or (

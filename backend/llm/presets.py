@@ -12,8 +12,9 @@ A preset names one GGUF file with its size and sha256. Two kinds:
 
 The packages are found on disk with ``importlib.util.find_spec`` and never imported. The
 joined file is checked again when the model loads (``verify``, from the llama.cpp
-adapter). Qwen presets use llama-cpp-python's ``chatml`` chat format, not the template
-stored in the file (the uploads are unofficial; ChatML is Qwen2.5's documented format).
+adapter). Qwen presets use ChatML (``chat_format="chatml"``: the adapter renders every
+message, ``embedded_llama.CHATML_TEMPLATE``), not the template stored in the file (the
+uploads are unofficial; ChatML is Qwen2.5's documented format).
 
 Nothing happens at import time; only the standard library is used, so install.sh can
 run ``python -m backend.llm.presets`` before the app's dependencies are installed.

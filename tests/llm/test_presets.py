@@ -26,7 +26,7 @@ import pytest
 from backend.config import load_settings
 from backend.engine import services
 from backend.llm import build_chat_model, presets
-from backend.llm.embedded_llama import EmbeddedLlamaChatModel
+from backend.llm.embedded_llama import CHATML_TEMPLATE, EmbeddedLlamaChatModel
 from backend.llm.port import LLMUnavailable, TextDelta
 from tests.support import skip_or_fail
 
@@ -294,8 +294,21 @@ def llama(monkeypatch: pytest.MonkeyPatch) -> type[RecordingLlama]:
     module.__spec__ = importlib.machinery.ModuleSpec("llama_cpp", None)
     recording = type("Llama", (RecordingLlama,), {"calls": []})
     module.Llama = recording  # type: ignore[attr-defined]
+    formats = types.ModuleType("llama_cpp.llama_chat_format")
+    formats.Jinja2ChatFormatter = RecordingFormatter  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "llama_cpp", module)
+    monkeypatch.setitem(sys.modules, "llama_cpp.llama_chat_format", formats)
     return recording
+
+
+class RecordingFormatter:
+    """Stands in for ``llama_cpp.llama_chat_format.Jinja2ChatFormatter``."""
+
+    def __init__(self, template: str, eos_token: str, bos_token: str) -> None:
+        self.template, self.eos_token, self.bos_token = template, eos_token, bos_token
+
+    def to_chat_handler(self) -> RecordingFormatter:
+        return self
 
 
 @pytest.mark.anyio
@@ -313,7 +326,10 @@ async def test_a_preset_brings_its_name_and_chatml_to_llama(
     await model.aclose()
     assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["Paris"]
     assert len(llama.calls) == 1
-    assert llama.calls[0]["chat_format"] == "chatml"
+    # ChatML with every message (llama-cpp-python's own "chatml" drops later system ones).
+    handler = llama.calls[0]["chat_handler"]
+    assert (handler.template, handler.eos_token) == (CHATML_TEMPLATE, "<|im_end|>")
+    assert "chat_format" not in llama.calls[0]
     assert llama.calls[0]["model_path"] == str(path)
 
 
@@ -441,3 +457,26 @@ async def test_qwen_05b_answers_with_chatml() -> None:
     )
     await model.aclose()
     assert "paris" in completion.text.lower()
+
+
+@pytest.mark.real_model
+@pytest.mark.anyio
+async def test_qwen_reads_a_system_message_that_is_not_the_first() -> None:
+    """The main prompt puts the recalled notes in a system message right before the
+    newest user message; with llama-cpp-python's own "chatml" Qwen never saw it."""
+    if importlib.util.find_spec("llama_cpp") is None or presets.preset_path(QWEN) is None:
+        skip_or_fail(f"model preset {QWEN} is not installed", "LIMBIC_REQUIRE_PRESET_MODELS")
+    model = EmbeddedLlamaChatModel(
+        preset=QWEN, n_ctx=512, n_threads=2, temperature=0.0, max_tokens=16, seed=1
+    )
+    completion = await model.complete(
+        [
+            {"role": "system", "content": "You are a friendly companion. Answer briefly."},
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello! How are you?"},
+            {"role": "system", "content": "Note about the user: the user's cat is Biscuit."},
+            {"role": "user", "content": "What is my cat called?"},
+        ]
+    )
+    await model.aclose()
+    assert "biscuit" in completion.text.lower()
