@@ -64,13 +64,12 @@ the last ``n // 2`` ÷ the first ``n // 2`` (the middle turn of an odd count lef
 one turn: 1.00). Turns that failed are left out of the statistics. Progress goes to
 stderr: the paths, the app's start, each message with the start of its reply.
 
-The embedded models load on first use, so the first turn's TTFT includes the chat
-model's load (and the first hippocampus run its own); the medians of three absorb one
-such outlier, the halves of a shorter run do not. ``--warmup N`` first sends N untimed
-turns ("Hi there.", 8 tokens) to another session, each waited for until merged, so the
-models are loaded before the measured session begins (default 0: what a user sees
-after a fresh start). Exit status: 0 when every turn got a reply, 1 when a turn failed
-or the app did not start, 2 for a bad command line or configuration.
+The app loads its local models at start and reads the prompt prefix every turn shares
+(``backend.engine.warm_up``); the bench starts the conversation once ``/healthz``
+says they are warm, as a person who opens the page and types finds them.
+``--warmup N`` first sends N untimed turns ("Hi there.", 8 tokens) to another session,
+each waited for until merged (default 0). Exit status: 0 when every turn got a reply,
+1 when a turn failed or the app did not start, 2 for a bad command line or configuration.
 """
 
 from __future__ import annotations
@@ -348,6 +347,12 @@ def roles_line(config: Path, env: dict[str, str], source: Path) -> str:
     )
 
 
+def _warm(health: dict[str, Any]) -> bool:
+    """Every local model role of ``/healthz`` is warm (remote ones have no such flag)."""
+    deps = health.get("dependencies", {})
+    return all(deps.get(role, {}).get("warm", True) for role in ("chat", "hippocampus"))
+
+
 class AppProcess:
     """``python -m backend --config F serve`` in its own process group (Ctrl-C is ours)."""
 
@@ -357,7 +362,9 @@ class AppProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float) -> float:
-        """Start and wait for ``/healthz``; returns the seconds it took."""
+        """Start and wait for ``/healthz`` to answer with its local models warm (loaded,
+        the shared prompt prefix read: ``backend.engine.warm_up``, as a person opening
+        the page finds them); returns the seconds it took."""
         started = time.monotonic()
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -371,7 +378,8 @@ class AppProcess:
                 if self.proc.poll() is not None:
                     raise StartError(f"the app exited with status {self.proc.returncode}")
                 try:
-                    if client.get(f"{self.url}/healthz").status_code == 200:
+                    health = client.get(f"{self.url}/healthz")
+                    if health.status_code == 200 and _warm(health.json()):
                         return time.monotonic() - started
                 except httpx.TransportError:
                     pass

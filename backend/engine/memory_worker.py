@@ -43,7 +43,7 @@ from backend.engine.merge import run_hippocampus, write_long_term
 from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_session, release_session
 from backend.engine.session_state import load_state, save_state, verbatim_items
 from backend.hippocampus import SessionMemoryState, merge
-from backend.memory.types import Memory
+from backend.memory.types import Emotion, Memory
 from backend.stores.long_term import WriteOutcome
 from backend.stores.sessions import Message, StaleMerge
 
@@ -238,16 +238,29 @@ class MemoryWorker:
             return
         if write_error:
             info["write_error"] = write_error
+        merged_turns = [stored.get(g.turn_id, g) for g in batch]
+        await self._report(session_id, merged_turns, info, outcomes, merged.user_emotion)
+        log.debug("session %s merged through %d", session_id, newest.last_seq)
+
+    async def _report(
+        self,
+        session_id: str,
+        batch: list[TurnMessages],
+        info: dict[str, Any],
+        gate: list[WriteOutcome],
+        emotion: Emotion | None,
+    ) -> None:
+        """Each merged turn's memory report; the batch's gate outcomes on its newest."""
+        own = self._own(session_id)
         if len(batch) > 1:
             info["turns"] = [g.turn_id for g in batch if g.turn_id]
         for group in batch:
-            if group.turn_id is None:
+            if group.turn_id is None:  # messages of no turn (a client's seeded history)
                 continue
-            group = stored.get(group.turn_id, group)
-            gate = outcomes if group is newest else []
-            report = turn_report(group, info, gate, merged, own.get(group.turn_id))
+            outcomes = gate if group is batch[-1] else []
+            report = turn_report(group, info, outcomes, emotion, own.get(group.turn_id))
             await asyncio.to_thread(
-                engine.sessions.save_turn_report, session_id, group.turn_id, report
+                self._engine.sessions.save_turn_report, session_id, group.turn_id, report
             )
             if group.turn_id in own:
                 self._resolve(session_id, own[group.turn_id], report)
@@ -289,7 +302,7 @@ def turn_report(
     group: TurnMessages,
     info: dict[str, Any],
     gate: Sequence[WriteOutcome],
-    state: SessionMemoryState,
+    emotion: Emotion | None,
     pending: PendingTurn | None,
 ) -> dict[str, Any]:
     """A merged turn's memory report (completed with its own process's part if ours)."""
@@ -303,7 +316,7 @@ def turn_report(
             "status": reply.status if reply is not None else "incomplete",
             "error": reply.error if reply is not None else "no reply",
         },
-        "user_emotion": reports.emotion_part(state.user_emotion),
+        "user_emotion": reports.emotion_part(emotion),
     }
     return report if pending is None else own_report(pending.turn, report)
 
