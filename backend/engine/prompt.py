@@ -17,7 +17,7 @@ quoted inside the block (a test checks the assembled prompt).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from backend.hippocampus import SessionMemoryState
@@ -72,8 +72,14 @@ def build_main_messages(
     state: SessionMemoryState,
     memories: Sequence[Memory],
     user_message: str,
+    earlier_notes: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The OpenAI-format messages the main model streams its reply from."""
+    """The OpenAI-format messages the main model streams its reply from.
+
+    ``earlier_notes``: the notes blocks earlier turns were shown, by the user message they
+    preceded; each goes back right before that message (``backend.engine.shown_notes``).
+    """
+    earlier = dict(earlier_notes or {})
     system = system_prompt.strip()
     if client_system and client_system.strip():
         system = f"{system}\n\n{client_system.strip()}" if system else client_system.strip()
@@ -81,6 +87,8 @@ def build_main_messages(
     if system:
         messages.append({"role": "system", "content": system})
     for item in state.short_term:
+        if item.role == "user" and item.text in earlier:
+            messages.append({"role": "system", "content": earlier.pop(item.text)})
         if item.role == "note":
             messages.append({"role": "system", "content": f"(earlier) {item.text}"})
         else:

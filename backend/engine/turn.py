@@ -21,6 +21,7 @@ stored marked ``incomplete``; the merge still runs so the next turn works.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -33,6 +34,7 @@ from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_state import load_state, reply_view, seed_state
+from backend.engine.shown_notes import ShownNotes
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.hippocampus import SessionMemoryState
 from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
@@ -229,6 +231,7 @@ class TurnEngine:
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self.memory = MemoryWorker(self)
+        self.shown_notes = ShownNotes()
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -371,13 +374,17 @@ class TurnEngine:
         self.memory.submit(turn._pending)
         try:
             turn.activation = await self._activate(turn, request.text, state, query_embedding)
+            view = reply_view(state, unmerged, token_budget=self.settings.token_budget)
+            notes = self.shown_notes.plan(session.id, view, turn.recalled, request.text)
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
                 client_system=request.client_system,
-                state=reply_view(state, unmerged, token_budget=self.settings.token_budget),
-                memories=turn.recalled,
+                state=dataclasses.replace(view, background=notes.background),
+                memories=notes.memories,
                 user_message=request.text,
+                earlier_notes=notes.earlier,
             )
+            self.shown_notes.record(session.id, notes)
         except BaseException:
             turn.status, turn.error = "incomplete", "the turn failed before its reply"
             self._spawn(turn._finish(None))

@@ -1,0 +1,106 @@
+"""Recalled notes stay where they were shown, so a local model's prompt cache holds.
+
+llama.cpp reuses its previous prompt's tokens up to the first one that differs. If each
+turn's notes block replaced the last one, the previous turn's block would be the first
+difference, and every turn would evaluate again the previous exchange plus a whole new
+block (the preamble, the background, up to eight notes): on a 2-core CPU that made the
+time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks.md,
+"Chat latency"). Instead, the block a turn was shown stays in the history right before
+that turn's user message, and the new turn gets a block with the best recalled notes
+(``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
+in the window, and the background if it changed. The new prompt is then the previous one
+plus the reply plus a short tail.
+
+Per process and in memory only (the cache it serves is too): a session continued in
+another process, or after a restart, shows its earlier turns without their blocks, which
+costs that process one full prompt evaluation and nothing else. Bounded: a session keeps
+only the blocks of user messages still in its short-term window, and at most
+``MAX_SESSIONS`` sessions are kept (the least recently used goes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.engine.prompt import memory_block
+from backend.hippocampus import SessionMemoryState
+from backend.hippocampus.budget import estimate_tokens
+from backend.memory.types import Memory
+
+MAX_SESSIONS = 256
+# The best recalled notes are shown right before the message even when the window shows
+# them already: a small model uses a note next to the question, not one five messages
+# up (Qwen2.5-0.5B: the companion demo's probes fell from 2/3 to 1/3 without this).
+ALWAYS_SHOWN = 3
+# The earlier blocks a prompt carries, in estimated tokens: over this, the oldest go down
+# to half of it at once (one prompt-cache miss every few turns, not one every turn).
+EARLIER_NOTES_TOKENS = 600
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The notes block shown right before one user message."""
+
+    user_text: str
+    block: str
+    memory_ids: frozenset[str]
+    background: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotesPlan:
+    """What a turn's prompt shows: the earlier blocks (keyed by the user message they
+    precede), and for its own block the notes and the background the window lacks."""
+
+    earlier: dict[str, str]
+    memories: list[Memory]
+    background: str
+    shown: Shown
+    kept: list[Shown]  # the earlier blocks the prompt carries
+
+
+class ShownNotes:
+    """The notes blocks shown in each session's current window (module docstring)."""
+
+    def __init__(self) -> None:
+        self._sessions: OrderedDict[str, list[Shown]] = OrderedDict()
+
+    def plan(
+        self,
+        session_id: str,
+        view: SessionMemoryState,
+        recalled: Sequence[Memory],
+        user_text: str,
+    ) -> NotesPlan:
+        """This turn's notes: the window's earlier blocks, and a block with what they lack."""
+        in_window = {item.text for item in view.short_term if item.role == "user"}
+        earlier = [s for s in self._sessions.get(session_id, []) if s.user_text in in_window]
+        if sum(estimate_tokens(s.block) for s in earlier) > EARLIER_NOTES_TOKENS:
+            earlier = _newest_within(earlier, EARLIER_NOTES_TOKENS // 2)
+        visible = frozenset().union(*(s.memory_ids for s in earlier))
+        last_background = next((s.background for s in reversed(earlier) if s.background), "")
+        new = [m for i, m in enumerate(recalled) if i < ALWAYS_SHOWN or m.id not in visible]
+        background = view.background if view.background.strip() != last_background else ""
+        block = memory_block(background, new) or ""
+        shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip())
+        earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
+        return NotesPlan(earlier_blocks, new, background, shown, earlier)
+
+    def record(self, session_id: str, plan: NotesPlan) -> None:
+        """Remember the block a turn showed (after its prompt was built)."""
+        self._sessions[session_id] = [*plan.kept, plan.shown]
+        self._sessions.move_to_end(session_id)
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+
+
+def _newest_within(blocks: list[Shown], tokens: int) -> list[Shown]:
+    kept: list[Shown] = []
+    for shown in reversed(blocks):
+        tokens -= estimate_tokens(shown.block)
+        if tokens < 0:
+            break
+        kept.append(shown)
+    return kept[::-1]
