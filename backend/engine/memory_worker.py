@@ -43,6 +43,7 @@ from backend.engine.merge import run_hippocampus, write_long_term
 from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_session, release_session
 from backend.engine.session_state import load_state, save_state, verbatim_items
 from backend.hippocampus import SessionMemoryState, merge
+from backend.hippocampus.budget import chunked_trim
 from backend.memory.types import Emotion, Memory
 from backend.stores.long_term import WriteOutcome
 from backend.stores.sessions import Message, StaleMerge
@@ -223,6 +224,7 @@ class MemoryWorker:
             reply,
             token_budget=engine.settings.token_budget,
             catch_up="message" if engine.settings.hippocampus_mode == "compact" else "trimmed",
+            trim_to=chunked_trim(engine.settings.token_budget),
         )
         outcomes, write_error = await writes
         try:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from backend.hippocampus import SessionMemoryState, ShortTermItem, enforce_budget
+from backend.hippocampus.budget import chunked_trim
 from backend.stores.sessions import Message, SessionStore
 
 
@@ -72,7 +73,9 @@ def reply_view(
     items = verbatim_items(unmerged)
     if not items:
         return state
-    short_term = enforce_budget([*state.short_term, *items], token_budget=token_budget, protected=0)
+    short_term = enforce_budget(
+        [*state.short_term, *items], token_budget=token_budget, trim_to=chunked_trim(token_budget)
+    )
     return replace(state, short_term=short_term)
 
 

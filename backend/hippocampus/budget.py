@@ -93,23 +93,39 @@ def truncate_middle(text: str, max_tokens: int) -> str:
     return _cut(text, lo)
 
 
+def chunked_trim(token_budget: int) -> int:
+    """What to trim short-term down to once it is over ``token_budget``: a third below
+    it, so the oldest items go a few turns' worth at a time. The prompt then starts the
+    same way for several turns, and a local model's prompt cache holds; trimming one item
+    per turn changed the prompt's start every turn, and every turn evaluated the whole
+    history again."""
+    return max(MIN_TOKEN_BUDGET, token_budget * 2 // 3)
+
+
 def enforce_budget(
-    items: Sequence[ShortTermItem], *, token_budget: int, protected: int = 2
+    items: Sequence[ShortTermItem],
+    *,
+    token_budget: int,
+    protected: int = 2,
+    trim_to: int | None = None,
 ) -> tuple[ShortTermItem, ...]:
     """Trim short-term to ``token_budget`` (see the module docstring for the rules).
 
     ``protected`` is how many of the newest items are never dropped (the newest turn:
-    user message and reply). The result costs at most ``token_budget`` tokens by
-    ``short_term_tokens``. Raises ``ValueError`` when ``token_budget < MIN_TOKEN_BUDGET``
-    (a configuration error, caught at start by the settings).
+    user message and reply). ``trim_to``: once over the budget, drop the oldest items
+    down to this many tokens (``chunked_trim``), not just below the budget. The result
+    costs at most ``token_budget`` tokens by ``short_term_tokens``. Raises ``ValueError``
+    when ``token_budget < MIN_TOKEN_BUDGET`` (a configuration error, caught at start by
+    the settings).
     """
     if token_budget < MIN_TOKEN_BUDGET:
         raise ValueError(f"token_budget must be at least {MIN_TOKEN_BUDGET}, got {token_budget}")
     kept = list(items)
     protected = max(0, min(protected, len(kept)))
     total = short_term_tokens(kept)
+    target = token_budget if trim_to is None or total <= token_budget else trim_to
     start = 0
-    while total > token_budget and len(kept) - start > protected:
+    while total > min(target, token_budget) and len(kept) - start > protected:
         total -= item_tokens(kept[start])
         start += 1
     kept = kept[start:]

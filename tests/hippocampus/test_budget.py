@@ -115,3 +115,18 @@ def test_budget_always_holds(texts: list[str], budget: int, protected: int) -> N
 
 def test_item_cost_includes_message_overhead() -> None:
     assert short_term_tokens([ShortTermItem("user", "abcd")]) == 1 + ITEM_OVERHEAD_TOKENS
+
+
+def test_trimming_in_chunks_keeps_the_start_for_several_turns() -> None:
+    from backend.hippocampus.budget import chunked_trim
+
+    items = [ShortTermItem("user", "word " * 40) for _ in range(12)]  # ~44 tokens each
+    budget = 400
+    once = enforce_budget(items, token_budget=budget, trim_to=chunked_trim(budget))
+    assert short_term_tokens(once) <= chunked_trim(budget)  # a chunk went, not one item
+    plain = enforce_budget(items, token_budget=budget)
+    assert len(plain) > len(once) and short_term_tokens(plain) <= budget
+    # The next turn fits again: nothing at the start moves.
+    grown = [*once, ShortTermItem("user", "word " * 40)]
+    again = enforce_budget(grown, token_budget=budget, trim_to=chunked_trim(budget))
+    assert again[0] is once[0]

@@ -27,8 +27,12 @@ def test_thirty_turns_without_hippocampus_then_it_recovers() -> None:
     assert all(r.short_term_tokens <= budget for r in rows)
     assert all(r.prompt_short_term_tokens <= budget for r in rows)
     assert max(r.short_term_tokens for r in down) > budget * 0.9
-    tail = [r.prompt_tokens for r in down[-10:]]
-    assert max(tail) - min(tail) < 200  # flat: the prompt stops growing
+    # The prompt stops growing. Full short-term is trimmed by a third of the budget at
+    # once (budget.chunked_trim: the prompt's start then holds for a few turns, and a
+    # local model's prompt cache with it), so it saw-tooths between two bounds.
+    tail, earlier = [r.prompt_tokens for r in down[-10:]], [r.prompt_tokens for r in down[-20:-10]]
+    assert max(tail) <= max(earlier) + 100
+    assert max(tail) - min(tail) < budget // 3 + 200
     # Back: one turn restores background, compressed short-term and long-term writes.
     assert result["turns_to_recover"] == 1
     first_back = next(r for r in rows if r.phase == "after")
