@@ -6,10 +6,10 @@ difference, and every turn would evaluate again the previous exchange plus a who
 block (the preamble, the background, up to eight notes): on a 2-core CPU that made the
 time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks.md,
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
-that turn's user message, and the new turn gets a block with the best recalled notes
+that turn's user message, and the new turn gets a block with the best recalled note
 (``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
-in the window, and the background if it changed. The new prompt is then the previous one
-plus the reply plus a short tail.
+in the window, and the background if it changed since short-term was last trimmed. The
+new prompt is then the previous one plus the reply plus a short tail.
 
 Per process and in memory only (the cache it serves is too): a session continued in
 another process, or after a restart, shows its earlier turns without their blocks, which
@@ -32,11 +32,12 @@ from backend.memory.types import Memory
 MAX_SESSIONS = 256
 # The best recalled notes are shown right before the message even when the window shows
 # them already: a small model uses a note next to the question, not one five messages
-# up (Qwen2.5-0.5B: the companion demo's probes fell from 2/3 to 1/3 without this).
-ALWAYS_SHOWN = 3
-# The earlier blocks a prompt carries, in estimated tokens: over this, the oldest go down
-# to half of it at once (one prompt-cache miss every few turns, not one every turn).
-EARLIER_NOTES_TOKENS = 600
+# up. One, not three: three in every block made each turn read ~100 tokens more.
+ALWAYS_SHOWN = 1
+# The earlier blocks a prompt carries, in estimated tokens: over this, they all go at once
+# (one prompt-cache miss then, not a little one every turn); they also go with their
+# user messages, when short-term is trimmed (in chunks too: budget.chunked_trim).
+EARLIER_NOTES_TOKENS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Shown:
     block: str
     memory_ids: frozenset[str]
     background: str
+    window_start: str  # the first short-term item's text when the block was shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +80,13 @@ class ShownNotes:
         in_window = {item.text for item in view.short_term if item.role == "user"}
         earlier = [s for s in self._sessions.get(session_id, []) if s.user_text in in_window]
         if sum(estimate_tokens(s.block) for s in earlier) > EARLIER_NOTES_TOKENS:
-            earlier = _newest_within(earlier, EARLIER_NOTES_TOKENS // 2)
+            earlier = []
         visible = frozenset().union(*(s.memory_ids for s in earlier))
-        last_background = next((s.background for s in reversed(earlier) if s.background), "")
         new = [m for i, m in enumerate(recalled) if i < ALWAYS_SHOWN or m.id not in visible]
-        background = view.background if view.background.strip() != last_background else ""
+        start = view.short_term[0].text if view.short_term else ""
+        background = view.background if _background_news(view, earlier) else ""
         block = memory_block(background, new) or ""
-        shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip())
+        shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
         return NotesPlan(earlier_blocks, new, background, shown, earlier)
 
@@ -96,11 +98,13 @@ class ShownNotes:
             self._sessions.popitem(last=False)
 
 
-def _newest_within(blocks: list[Shown], tokens: int) -> list[Shown]:
-    kept: list[Shown] = []
-    for shown in reversed(blocks):
-        tokens -= estimate_tokens(shown.block)
-        if tokens < 0:
-            break
-        kept.append(shown)
-    return kept[::-1]
+def _background_news(view: SessionMemoryState, earlier: list[Shown]) -> bool:
+    """Show the background if the window does not show it, or if it changed since and
+    short-term has been trimmed since: the background carries what left the window, so
+    until something has left, what it gained is still in the window, verbatim."""
+    background = view.background.strip()
+    last = next((s for s in reversed(earlier) if s.background), None)
+    if not background or (last is not None and last.background == background):
+        return False
+    in_window = {item.text for item in view.short_term}
+    return last is None or (bool(last.window_start) and last.window_start not in in_window)

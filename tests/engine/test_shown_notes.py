@@ -41,13 +41,19 @@ def test_only_what_the_window_does_not_show_yet_is_shown_again(
     assert second.memories == [TAMA] and second.background == ""  # both already shown
     assert list(second.earlier) == ["hi"] and "Mei" in second.earlier["hi"]
     shown.record("s", second)
+    # The background changed, but nothing has left the window: what it gained is there.
+    same_start = shown.plan("s", window("hi", "and?", background="bg 2"), [], "so")
+    assert same_start.background == ""
     # The background changed: shown again. Mei's turn left the window: Mei shown again.
     third = shown.plan("s", window("and?", background="bg 2"), [MEI, TAMA], "so")
     assert third.memories == [MEI] and third.background == "bg 2"
     assert list(third.earlier) == ["and?"]
 
 
-def test_the_best_notes_are_shown_next_to_the_message_again() -> None:
+def test_the_best_notes_are_shown_next_to_the_message_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 3)
     shown = ShownNotes()
     notes = [note(f"m{i}", f"Fact {i}.") for i in range(5)]
     shown.record("s", shown.plan("s", window(), notes, "hi"))
@@ -59,7 +65,7 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
-    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 500)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 250)
     shown, said = ShownNotes(), []
     carried = []
     for i in range(8):
@@ -67,10 +73,10 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
         carried.append(list(plan.earlier))
         shown.record("s", plan)
         said.append(f"t{i}")
-    # The earlier blocks (~140 tokens each) grow to the budget, then the oldest go at once
-    # down to half of it, and they grow again: the prompt's start moves every few turns.
-    assert [len(c) for c in carried] == [0, 1, 2, 3, 1, 2, 3, 1]
-    assert carried[4] == ["t3"] and carried[6] == ["t3", "t4", "t5"]
+    # The earlier blocks (~55 tokens each) grow to the budget, then all go at once, and
+    # they grow again: the prompt's start moves every few turns, not every turn.
+    assert [len(c) for c in carried] == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert carried[7] == ["t5", "t6"]
 
 
 def test_sessions_do_not_share_what_they_were_shown() -> None:
