@@ -8,8 +8,9 @@ time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
 that turn's user message, and the new turn gets a block with the best recalled note
 (``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
-in the window, and the background if it changed since short-term was last trimmed. The
-new prompt is then the previous one plus the reply plus a short tail.
+in the window, and the background if it changed since short-term was last trimmed; and
+while the whole session is still in the window, no note formed in it (its message is
+right there). The new prompt is then the previous one plus the reply plus a short tail.
 
 Per process and in memory only (the cache it serves is too): a session continued in
 another process, or after a restart, shows its earlier turns without their blocks, which
@@ -75,8 +76,15 @@ class ShownNotes:
         view: SessionMemoryState,
         recalled: Sequence[Memory],
         user_text: str,
+        *,
+        whole_session: bool = False,
     ) -> NotesPlan:
-        """This turn's notes: the window's earlier blocks, and a block with what they lack."""
+        """This turn's notes: the window's earlier blocks, and a block with what they lack.
+
+        ``whole_session``: every message of this session is in the window verbatim, so a
+        note formed in this session says what the window already shows: left out."""
+        if whole_session:
+            recalled = [m for m in recalled if m.source_session != session_id]
         in_window = {item.text for item in view.short_term if item.role == "user"}
         earlier = [s for s in self._sessions.get(session_id, []) if s.user_text in in_window]
         if sum(estimate_tokens(s.block) for s in earlier) > EARLIER_NOTES_TOKENS:

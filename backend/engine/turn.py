@@ -375,7 +375,13 @@ class TurnEngine:
         try:
             turn.activation = await self._activate(turn, request.text, state, query_embedding)
             view = reply_view(state, unmerged, token_budget=self.settings.token_budget)
-            notes = self.shown_notes.plan(session.id, view, turn.recalled, request.text)
+            # Every message of the session so far is in the window, verbatim (seqs run
+            # 1, 2, 3...; an empty or compressed one makes this False, which is safe).
+            whole = merged_seq >= 0 and len(view.short_term) == merged_seq + len(unmerged)
+            whole = whole and not any(item.compressed for item in view.short_term)
+            notes = self.shown_notes.plan(
+                session.id, view, turn.recalled, request.text, whole_session=whole
+            )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
                 client_system=request.client_system,

@@ -79,6 +79,16 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     assert carried[7] == ["t5", "t6"]
 
 
+def test_notes_from_messages_still_in_the_window_are_left_out() -> None:
+    from dataclasses import replace
+
+    said_here, said_before = replace(MEI, source_session="s"), replace(TAMA, source_session="x")
+    plan = ShownNotes().plan("s", window("hi"), [said_here, said_before], "so", whole_session=True)
+    assert plan.memories == [said_before]
+    trimmed = ShownNotes().plan("s", window("hi"), [said_here, said_before], "so")
+    assert trimmed.memories == [said_here, said_before]
+
+
 def test_sessions_do_not_share_what_they_were_shown() -> None:
     shown = ShownNotes()
     shown.record("a", shown.plan("a", window(), [MEI], "hi"))
