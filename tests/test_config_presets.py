@@ -131,3 +131,17 @@ def test_two_local_models_take_turns_on_a_small_machine(
     remote = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
     assert reply_first(load(tmp_path, {"hippocampus": remote})) is None
     assert "yield_to_reply" in problems(tmp_path, {"hippocampus": {"yield_to_reply": "yes"}})
+
+
+def test_the_only_local_model_uses_every_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.engine.services import build_chat_model
+
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    remote = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    alone = build_chat_model(load(tmp_path, {"hippocampus": remote}), "chat")
+    assert alone._n_threads == 4  # type: ignore[attr-defined]
+    # Two local models side by side (yield_to_reply off): llama.cpp's half each.
+    side_by_side = load(tmp_path, {"hippocampus": {"yield_to_reply": False}})
+    assert build_chat_model(side_by_side, "chat")._n_threads is None  # type: ignore[attr-defined]

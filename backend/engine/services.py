@@ -24,6 +24,7 @@ from backend.clock import Clock, SystemClock
 from backend.config import EmbeddedHippocampus, Settings
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
+from backend.llm.embedded_llama import all_threads
 from backend.llm.port import ChatModel, LLMError
 from backend.llm.reply_first import ReplyFirst
 from backend.personas import PersonaError, PersonaRegistry
@@ -154,11 +155,15 @@ def build_store(settings: Settings) -> VectorStore:
 ROOM_FOR_BOTH_CORES = 8
 
 
+def _both_local(settings: Settings) -> bool:
+    return settings.chat.provider == "embedded" and settings.hippocampus.provider == "embedded"
+
+
 def reply_first(settings: Settings) -> ReplyFirst | None:
     """The CPU turn-taking of two local models (``backend.llm.reply_first``), or None
     when they run side by side: a role on a server, a big machine, or turned off."""
-    chat, hippocampus = settings.chat, settings.hippocampus
-    if chat.provider != "embedded" or not isinstance(hippocampus, EmbeddedHippocampus):
+    hippocampus = settings.hippocampus
+    if not _both_local(settings) or not isinstance(hippocampus, EmbeddedHippocampus):
         return None
     wanted = hippocampus.yield_to_reply
     if wanted == "auto":
@@ -186,6 +191,8 @@ def build_chat_model(
         if turns is not None:
             options["reply_first"] = turns
             options["background"] = role_name == "hippocampus"
+        elif role.n_threads is None and not _both_local(settings):
+            options["n_threads"] = all_threads()  # the only local model: every core
     else:
         options = {
             "base_url": role.base_url,
