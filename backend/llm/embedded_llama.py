@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from backend.llm import presets
+from backend.llm.cache_reuse import reuse_shifted
 from backend.llm.port import (
     Delta,
     Finish,
@@ -117,6 +118,23 @@ def default_threads() -> int:
     box SmolLM2-135M fell to ~6 tokens/s with 2+2 threads and gave ~30 tokens/s with 1+1.
     Beyond 4 threads a 135M model is memory-bound and gains little."""
     return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def _reuse_shifted_cache(llama: Any) -> None:
+    """Before each generation, move the cached tokens a prompt reuses past a removed span
+    into place (``backend.llm.cache_reuse``): trimming a conversation's oldest messages
+    then costs only what is new. llama-cpp-python generates through ``generate``."""
+    generate = llama.generate
+
+    def generate_reusing(tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+        try:
+            reuse_shifted(llama, list(tokens))
+        except Exception:  # the cache may be half moved: evaluate everything again
+            logger.warning("prompt cache shift failed; reading the prompt again", exc_info=True)
+            llama.n_tokens = 0  # eval() frees every cached position from n_tokens on
+        return generate(tokens, *args, **kwargs)
+
+    llama.generate = generate_reusing
 
 
 def all_threads() -> int:
@@ -428,6 +446,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 model=self._model,
             ) from exc
         self._yield_to_replies(self._llama)
+        _reuse_shifted_cache(self._llama)
         logger.info("%s: loaded in %.2f s", self._model, time.perf_counter() - started)
         return self._llama
 
