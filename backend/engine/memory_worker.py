@@ -213,10 +213,12 @@ class MemoryWorker:
             )
         )
         await asyncio.gather(*(p.reply_done for p in mine))
-        final = await asyncio.to_thread(engine.sessions.messages_after, session_id, merged_seq)
-        stored = {g.turn_id: g for g in group_turns(final)}
-        newest = stored.get(newest.turn_id, newest)
-        reply = newest.reply.content if newest.reply is not None else ""
+        through = newest.last_seq
+        if newest.turn_id in own:  # its reply is ours: what was stored, and where
+            reply = own[newest.turn_id].turn.reply
+            through = max(through, own[newest.turn_id].turn.reply_seq or 0)
+        else:  # another process's turn: its reply was stored when the batch was read
+            reply = newest.reply.content if newest.reply is not None else ""
         merged = merge(
             seen,
             result,
@@ -232,7 +234,7 @@ class MemoryWorker:
                 engine.sessions,
                 session_id,
                 merged,
-                merged_seq=newest.last_seq,
+                merged_seq=through,
                 expected_seq=merged_seq,
             )
         except StaleMerge:  # merged meanwhile elsewhere; the next round settles the reports
@@ -240,9 +242,8 @@ class MemoryWorker:
             return
         if write_error:
             info["write_error"] = write_error
-        merged_turns = [stored.get(g.turn_id, g) for g in batch]
-        await self._report(session_id, merged_turns, info, outcomes, merged.user_emotion)
-        log.debug("session %s merged through %d", session_id, newest.last_seq)
+        await self._report(session_id, batch, info, outcomes, merged.user_emotion)
+        log.debug("session %s merged through %d", session_id, through)
 
     async def _report(
         self,

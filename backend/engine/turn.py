@@ -98,6 +98,7 @@ class Turn:
     usage: Usage | None = None
     finish_reason: str | None = None
     merged: asyncio.Future[dict[str, Any]] | None = None
+    reply_seq: int | None = None  # the reply's message seq, once stored
     _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
     _tool_recalled: list[Memory] = field(default_factory=list)
     # Reinforcement starts with the first token: the recalled memories are in use by then.
@@ -154,6 +155,7 @@ class Turn:
         try:
             if reply_row is not None:
                 row = await reply_row
+                self.reply_seq = row.seq
                 sessions = self._engine.sessions
                 await asyncio.to_thread(
                     sessions.finish_message, row.id, self.reply, self.status, self.error

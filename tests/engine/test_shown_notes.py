@@ -65,7 +65,7 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
-    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 250)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 350)
     shown, said = ShownNotes(), []
     carried = []
     for i in range(8):
@@ -73,10 +73,10 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
         carried.append(list(plan.earlier))
         shown.record("s", plan)
         said.append(f"t{i}")
-    # The earlier blocks (~55 tokens each) grow to the budget, then all go at once, and
+    # The earlier blocks (~90 tokens each) grow to the budget, then all go at once, and
     # they grow again: the prompt's start moves every few turns, not every turn.
-    assert [len(c) for c in carried] == [0, 1, 2, 3, 4, 0, 1, 2]
-    assert carried[7] == ["t5", "t6"]
+    assert [len(c) for c in carried] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert carried[7] == ["t4", "t5", "t6"]
 
 
 def test_notes_from_messages_still_in_the_window_are_left_out() -> None:
