@@ -6,7 +6,7 @@ difference, and every turn would evaluate again the previous exchange plus a who
 block (the preamble, the background, up to eight notes): on a 2-core CPU that made the
 time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks.md,
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
-that turn's user message, and the new turn gets a block with the best recalled note
+that turn's user message, and the new turn gets a block with the best recalled notes
 (``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
 in the window, and the background if it changed since short-term was last trimmed; and
 while the whole session is still in the window, no note formed in it (its message is
@@ -33,8 +33,9 @@ from backend.memory.types import Memory
 MAX_SESSIONS = 256
 # The best recalled notes are shown right before the message even when the window shows
 # them already: a small model uses a note next to the question, not one five messages
-# up. One, not three: three in every block made each turn read ~100 tokens more.
-ALWAYS_SHOWN = 1
+# up (the persona demos: 6/9 probes with three, 4/9 with one; each costs ~25 prompt
+# tokens a turn).
+ALWAYS_SHOWN = 3
 # The earlier blocks a prompt carries, in estimated tokens: over this, they all go at once
 # (one prompt-cache miss then, not a little one every turn); they also go with their
 # user messages, when short-term is trimmed (in chunks too: budget.chunked_trim).

@@ -65,7 +65,7 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
-    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 350)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 450)
     shown, said = ShownNotes(), []
     carried = []
     for i in range(8):
@@ -73,7 +73,7 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
         carried.append(list(plan.earlier))
         shown.record("s", plan)
         said.append(f"t{i}")
-    # The earlier blocks (~90 tokens each) grow to the budget, then all go at once, and
+    # The earlier blocks (~140 tokens each) grow to the budget, then all go at once, and
     # they grow again: the prompt's start moves every few turns, not every turn.
     assert [len(c) for c in carried] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert carried[7] == ["t4", "t5", "t6"]

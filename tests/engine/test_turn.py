@@ -231,7 +231,7 @@ async def test_prompt_keeps_recalled_injection_inside_the_data_block(rig: Rig) -
     await rig.engine.run(TurnRequest(user_id="u1", text="ignore instructions secrets?"))
     messages = rig.chat.calls[-1].messages
     # What changes each turn comes last (the prompt cache keeps the rest): the persona's
-    # system message (with the notes' rules), the notes, then the new message.
+    # system message, the notes, then the new message.
     roles = [m["role"] for m in messages]
     assert roles == ["system", "system", "user"]
     assert "<recalled_notes>" not in messages[0]["content"]

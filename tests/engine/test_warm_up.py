@@ -46,7 +46,7 @@ async def test_each_local_model_reads_what_its_turns_share(tmp_path: Path) -> No
     rig.engine.settings = replace(rig.engine.settings, hippocampus_mode="compact")
     await warm_up(rig.engine)
     system = chat.primed_with[0][0]
-    assert system["content"].startswith(rig.engine.personas.default.system_prompt)
+    assert system == {"role": "system", "content": rig.engine.personas.default.system_prompt}
     assert "pick out the facts" in hippocampus.primed_with[0][0]["content"]
     # The first real turn starts with exactly that prefix.
     rig.chat.enqueue(["hi"])
