@@ -37,9 +37,10 @@ MAX_SESSIONS = 256
 # tokens a turn).
 ALWAYS_SHOWN = 3
 # The earlier blocks a prompt carries, in estimated tokens: over this, they all go at once
-# (one prompt-cache miss then, not a little one every turn); they also go with their
-# user messages, when short-term is trimmed (in chunks too: budget.chunked_trim).
-EARLIER_NOTES_TOKENS = 1000
+# (the cache is shifted over the gaps: backend.llm.cache_reuse); they also go with their
+# user messages, when short-term is trimmed. With the 1500-token short-term budget and a
+# ~800-token persona this keeps the prompt near 3,100 tokens, well inside a 4k context.
+EARLIER_NOTES_TOKENS = 600
 
 
 @dataclass(frozen=True, slots=True)
