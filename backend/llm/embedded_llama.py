@@ -123,8 +123,11 @@ def default_threads() -> int:
 def _reuse_shifted_cache(llama: Any) -> None:
     """Before each generation, move the cached tokens a prompt reuses past a removed span
     into place (``backend.llm.cache_reuse``): trimming a conversation's oldest messages
-    then costs only what is new. llama-cpp-python generates through ``generate``."""
-    generate = llama.generate
+    then costs only what is new. llama-cpp-python generates through ``generate``; a
+    ``Llama`` without the internals this needs is left as it is."""
+    generate = getattr(llama, "generate", None)
+    if generate is None or not hasattr(llama, "input_ids") or not hasattr(llama, "_ctx"):
+        return
 
     def generate_reusing(tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -71,8 +71,9 @@ def test_embedder_down_then_back_through_the_app(h: AppHarness) -> None:
     (stored,) = memories(h)
     assert (stored["content"], stored["has_vector"]) == (FACT, False)
 
-    # Still down: keyword recall finds it, and the reply's prompt carries it.
-    _, report = turn(h, session, "Any peanuts in this satay?")
+    # Still down: keyword recall finds it, and the reply's prompt carries it (in another
+    # conversation: in this one, the message that said it is still in view).
+    _, report = turn(h, None, "Any peanuts in this satay?")
     assert [m["id"] for m in report["activated"]] == [stored["id"]]
     assert report["activated"][0]["score"]["cosine"] is None  # missing, never 0
     assert FACT in str(h.chat.chat_requests[-1].body["messages"])
