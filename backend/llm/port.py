@@ -83,6 +83,26 @@ Delta: TypeAlias = TextDelta | ToolCall | Usage | Finish
 
 
 @dataclass(frozen=True, slots=True)
+class Sampling:
+    """Per-request generation parameters a client asked for, beyond temperature and
+    ``max_tokens``. ``None`` (or empty) leaves the adapter's default; nothing is sent."""
+
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    # OpenAI's shape: token id (as a string) -> bias in [-100, 100].
+    logit_bias: Mapping[str, float] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self == Sampling()
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     """A whole reply: what ``ChatModel.complete`` returns."""
 
@@ -162,11 +182,14 @@ class ChatModel(Protocol):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         """Stream the reply to ``messages`` (see the module docstring for the order).
 
         ``temperature``/``max_tokens`` of ``None`` (and ``max_tokens`` of 0) mean "the
         adapter's default"; nothing is sent for them when that default is unset too.
+        ``temperature`` 0 means greedy decoding. ``sampling`` carries the client's other
+        parameters (stop sequences, seed, nucleus/top-k/min-p, penalties, logit bias).
         Raises ``LLMError`` subclasses only. Closing the iterator early (``break``,
         cancellation) stops the generation and releases the connection or the model.
         """
@@ -180,6 +203,7 @@ class ChatModel(Protocol):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> Completion:
         """The whole reply at once; same arguments and failures as ``stream``."""
         ...
@@ -253,6 +277,7 @@ class StreamingChatModel:
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> Completion:
         """The whole reply (streamed underneath)."""
         return await collect(
