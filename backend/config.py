@@ -202,6 +202,7 @@ class _RemoteText(_Remote):
 
 class OpenAIChat(_RemoteText):
     tools: bool = False  # the server supports function calling (memory tools)
+    vision: bool = False  # the model reads images (messages may carry image parts)
 
 
 class OpenAIHippocampus(_RemoteText):

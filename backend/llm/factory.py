@@ -14,7 +14,7 @@ def build_chat_model(provider: Provider, **options: Any) -> ChatModel:
 
     ``"openai"``: any OpenAI-compatible endpoint; options are those of
     ``OpenAICompatChatModel`` (``base_url``, ``model``, ``api_key``, ``temperature``,
-    ``max_tokens``, ``timeout``, ``max_retries``, ``supports_tools``).
+    ``max_tokens``, ``timeout``, ``max_retries``, ``supports_tools``, ``supports_images``).
     ``"embedded"``: llama.cpp in-process; options are those of ``EmbeddedLlamaChatModel``
     (``preset`` — a name from ``backend.llm.presets``, which brings the file, the display
     name, the chat format and the sha256 checked at load — or ``model_path``, then

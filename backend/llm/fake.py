@@ -28,6 +28,7 @@ from backend.llm.port import (
     Finish,
     JsonSchema,
     Message,
+    Sampling,
     StreamingChatModel,
     TextDelta,
     ToolCall,
@@ -46,6 +47,7 @@ class FakeCall:
     json_schema: dict[str, Any] | None
     temperature: float | None
     max_tokens: int | None
+    sampling: Sampling | None = None
 
 
 @dataclass
@@ -74,11 +76,13 @@ class FakeChatModel(StreamingChatModel):
         *,
         supports_tools: bool = True,
         supports_json_schema: bool = True,
+        supports_images: bool = False,
         default: Sequence[Chunk] | None = None,
     ) -> None:
         self._model = model
         self._supports_tools = supports_tools
         self._supports_json_schema = supports_json_schema
+        self._supports_images = supports_images
         self._default = list(default) if default is not None else None
         self._scripts: deque[FakeScript] = deque()
         self.calls: list[FakeCall] = []
@@ -95,6 +99,10 @@ class FakeChatModel(StreamingChatModel):
     @property
     def supports_json_schema(self) -> bool:
         return self._supports_json_schema
+
+    @property
+    def supports_images(self) -> bool:
+        return self._supports_images
 
     @property
     def pending(self) -> int:
@@ -129,6 +137,7 @@ class FakeChatModel(StreamingChatModel):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         self.calls.append(
             FakeCall(
@@ -137,6 +146,7 @@ class FakeChatModel(StreamingChatModel):
                 json_schema=copy.deepcopy(dict(json_schema)) if json_schema is not None else None,
                 temperature=temperature,
                 max_tokens=max_tokens,
+                sampling=copy.deepcopy(sampling),
             )
         )
         script = self._next_script()

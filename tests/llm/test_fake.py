@@ -9,6 +9,7 @@ from backend.llm.port import (
     Completion,
     Finish,
     LLMStreamInterrupted,
+    Sampling,
     TextDelta,
     ToolCall,
     Usage,
@@ -80,3 +81,17 @@ async def test_default_reply_and_missing_script() -> None:
     assert (await FakeChatModel(default=["ok"]).complete(HELLO)).text == "ok"
     with pytest.raises(AssertionError, match="no reply enqueued"):
         await FakeChatModel().complete(HELLO)
+
+
+async def test_sampling_is_recorded_and_images_are_off_unless_asked() -> None:
+    model = FakeChatModel()
+    sampling = Sampling(stop=(",",), seed=7, logit_bias={"28": -100})
+    model.enqueue(["a"])
+    model.enqueue(["b"])
+    await model.complete(HELLO, temperature=0.0, sampling=sampling)
+    await model.complete(HELLO)
+    assert model.calls[0].sampling == sampling
+    assert model.calls[0].temperature == 0.0
+    assert model.calls[1].sampling is None
+    assert not model.supports_images
+    assert FakeChatModel(supports_images=True).supports_images

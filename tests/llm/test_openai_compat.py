@@ -15,6 +15,7 @@ from backend.llm.port import (
     LLMRateLimited,
     LLMStreamInterrupted,
     LLMUnavailable,
+    Sampling,
     TextDelta,
     ToolCall,
     Usage,
@@ -395,3 +396,92 @@ async def test_message_text_is_not_logged_at_info(
     await model.aclose()
     assert "my secret diary" not in caplog.text
     assert "Hello from" not in caplog.text
+
+
+SAMPLING_FIELDS = (
+    "stop",
+    "seed",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+)
+
+
+async def test_sampling_parameters_arrive_in_the_body_as_sent(
+    server: ScriptedOpenAIServer,
+) -> None:
+    model = adapter(server, temperature=0.7)
+    sampling = Sampling(
+        stop=(",", "\n\nUser:"),
+        seed=1234,
+        top_p=0.9,
+        top_k=20,
+        min_p=0.05,
+        frequency_penalty=0.5,
+        presence_penalty=-0.25,
+        logit_bias={"50256": -100, "11": 2.5},
+    )
+    await drain(model.stream(HELLO, temperature=0, sampling=sampling))
+    await model.aclose()
+
+    body = server.chat_requests[0].body
+    assert body["temperature"] == 0  # sent, not taken for "unset" (the default is 0.7)
+    assert body["stop"] == [",", "\n\nUser:"]
+    assert body["seed"] == 1234
+    assert body["top_p"] == 0.9
+    assert body["frequency_penalty"] == 0.5
+    assert body["presence_penalty"] == -0.25
+    assert body["logit_bias"] == {"50256": -100, "11": 2.5}
+    # not OpenAI parameters: top-level fields of the JSON body (extra_body), as vLLM,
+    # llama.cpp's server, Ollama and LM Studio read them
+    assert body["top_k"] == 20
+    assert body["min_p"] == 0.05
+    assert "extra_body" not in body
+    assert body["messages"] == HELLO
+
+
+async def test_complete_passes_the_sampling_on(server: ScriptedOpenAIServer) -> None:
+    model = adapter(server)
+    await model.complete(HELLO, sampling=Sampling(stop=("END",), top_k=5))
+    await model.aclose()
+    body = server.chat_requests[0].body
+    assert body["stop"] == ["END"]
+    assert body["top_k"] == 5
+    assert not {"seed", "top_p", "min_p", "logit_bias"} & set(body)
+
+
+async def test_nothing_is_sent_for_an_empty_sampling(server: ScriptedOpenAIServer) -> None:
+    model = adapter(server)
+    await model.complete(HELLO)
+    await model.complete(HELLO, sampling=Sampling())
+    await model.aclose()
+    for request in server.chat_requests:
+        assert not set(SAMPLING_FIELDS) & set(request.body)
+        assert "extra_body" not in request.body
+        assert "temperature" not in request.body
+
+
+async def test_zero_values_are_sent(server: ScriptedOpenAIServer) -> None:
+    model = adapter(server)
+    await model.complete(
+        HELLO,
+        temperature=0.0,
+        sampling=Sampling(seed=0, top_p=0.0, top_k=0, min_p=0.0, frequency_penalty=0.0),
+    )
+    await model.aclose()
+    body = server.chat_requests[0].body
+    assert body["temperature"] == 0
+    assert (body["seed"], body["top_p"], body["top_k"], body["min_p"]) == (0, 0, 0, 0)
+    assert body["frequency_penalty"] == 0
+    assert "presence_penalty" not in body
+
+
+async def test_images_are_off_unless_configured(server: ScriptedOpenAIServer) -> None:
+    plain, vision = adapter(server), adapter(server, supports_images=True)
+    assert not plain.supports_images
+    assert vision.supports_images
+    await plain.aclose()
+    await vision.aclose()
