@@ -33,8 +33,12 @@ from backend.memory.types import GatePolicy, RetrievalPolicy
 
 logger = logging.getLogger(__name__)
 
-# What clients send as ``model`` when they mean "whatever the server's default is" (wire.md).
-PLACEHOLDER_MODELS = frozenset({"", "string"})
+# What clients send as ``model`` when they mean "whatever the server's default is" (wire.md):
+# "string" is the OpenAPI docs' example value; the NVIDIA NeMo Agent Toolkit UI hard-codes
+# "placeholder" in its /chat and /chat/stream bodies (proxy/request-transformers.js:81 and
+# :120 since NVIDIA/NeMo-Agent-Toolkit-UI@dd0766a, 2026-04-01) and sent "nvidia/nemotron"
+# there before (from 8b91a7e, 2025-10-22).
+PLACEHOLDER_MODELS = frozenset({"", "string", "placeholder", "nvidia/nemotron"})
 _ID = re.compile(PERSONA_ID_PATTERN)
 # The memory settings a persona may change (config.json's ``memory`` keys); the rest
 # (mode, pools, budgets, decay) belong to the whole installation.
@@ -284,8 +288,8 @@ class PersonaRegistry:
         return self._personas.get(persona_id)
 
     def resolve(self, model: str | None) -> Persona:
-        """The persona a client's ``model`` names; placeholders (``None``, ``""``,
-        ``"string"``) mean the default. Raises ``UnknownPersona``.
+        """The persona a client's ``model`` names; placeholders (``None`` and
+        ``PLACEHOLDER_MODELS``) mean the default. Raises ``UnknownPersona``.
         """
         name = (model or "").strip()
         if name in PLACEHOLDER_MODELS:

@@ -15,7 +15,7 @@ from backend.engine.maintenance import maintenance_loop
 from backend.engine.outbox_replay import outbox_loop
 from backend.engine.services import Services, build_services
 from backend.engine.warm_up import warm_up
-from backend.web import health, memories_api, openai_api, personas_api, sessions_api
+from backend.web import health, memories_api, nemo_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
 from backend.web.log_masking import install_log_masking
 from backend.web.mcp_server import mount as mount_mcp
@@ -124,6 +124,7 @@ def create_app(
     install_log_masking()
     app.include_router(health.router)
     app.include_router(openai_api.router)
+    app.include_router(nemo_api.router)  # /chat, /generate, /generate/stream (NeMo UI)
     # REST API routers (memories, sessions, personas) are included below this line.
     app.include_router(personas_api.router)
     app.include_router(memories_api.router)

@@ -1,4 +1,11 @@
-"""Request-scoped dependencies: the services, the caller's user id (auth)."""
+"""Request-scoped dependencies: the services, the caller's user id (auth).
+
+With API keys configured the key comes from ``Authorization: Bearer <key>``; on the chat
+routes (``CHAT_PATHS``) and the WebSocket, a request without that header may give it as
+``?api_key=<key>`` instead, for clients that can set a URL but no header (browsers, the
+NeMo Agent Toolkit UI's WebSocket settings). The header wins when both are present.
+``backend.web.log_masking`` keeps such query strings out of the access log.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,11 @@ from backend.web.errors import APIError
 
 # Without API keys configured every caller is this user (a single-user, loopback app).
 LOCAL_USER = "local"
+# The HTTP routes that accept ``?api_key=``: the chat turns only. The REST API keeps to the
+# header (its URLs end up in browser histories and bookmarks more easily).
+CHAT_PATHS = frozenset(
+    {"/v1/chat/completions", "/chat", "/chat/stream", "/generate", "/generate/stream"}
+)
 
 
 def get_services(request: Request) -> Services:
@@ -30,10 +42,16 @@ def user_for_authorization(services: Services, authorization: str | None) -> str
 def get_user(request: Request) -> str:
     """The authenticated user id; 401 in the OpenAI shape when keys are configured."""
     services = get_services(request)
-    user = user_for_authorization(services, request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    if header is None and request.url.path in CHAT_PATHS and "api_key" in request.query_params:
+        header = f"Bearer {request.query_params['api_key']}"
+    user = user_for_authorization(services, header)
     if user is None:
         raise APIError(
-            401, "missing or invalid API key (Authorization: Bearer <key>)", "invalid_api_key"
+            401,
+            "missing or invalid API key (Authorization: Bearer <key>, or ?api_key=<key> on "
+            "the chat routes)",
+            "invalid_api_key",
         )
     return user
 

@@ -1,6 +1,7 @@
 """The NeMo Agent Toolkit UI's WebSocket mode at ``/websocket`` (wire.md).
 
-Client → server, one JSON text frame per message::
+Client → server, one JSON text frame per message (the UI's: components/Chat/Chat.tsx
+:994-1005 in NVIDIA/NeMo-Agent-Toolkit-UI)::
 
     {"type": "user_message", "schema_type": "chat_stream", "id": "m1",
      "conversation_id": "c1", "model": "companion",            # model: optional persona
@@ -14,24 +15,43 @@ appended to the persona's prompt.
 
 Server → client, every message with a non-empty ``conversation_id`` (the client's, or a
 new id when it sent none; it is also the session id of the turn) and ``parent_id`` (the
-user message's ``id``):
+user message's ``id``). Each user message is answered by, in order:
 
-- ``system_intermediate_message`` ``{"content": {"name": "Memory activation", "payload"}}``
-  before the reply: the memories recalled for it (``payload`` is a JSON string);
-- ``system_response_message`` ``"status": "in_progress"``, ``{"content": {"text": chunk}}``
-  per chunk, then one with ``"status": "complete"`` (empty text); for the non-streaming
-  schema types (``chat``, ``generate``) only the complete one, with the whole reply;
-- ``system_intermediate_message`` ``"Memory report"`` once the turn's merge is done;
-- ``error`` ``{"content": {"code", "message", "text"}}`` (``text`` = ``message``, what the
-  UI shows). A turn whose model fails after it began gets the error, then its complete.
+- ``system_intermediate_message`` ``{"content": {"name": "Memory activation", "payload"}}``:
+  the memories recalled for the reply (``payload`` is a JSON string);
+- ``system_response_message`` ``"status": "in_progress"`` ``{"content": {"text": chunk}}``
+  per chunk — for the batch schema types (``chat``, ``generate``) one with the whole
+  reply. A whitespace-only chunk is sent with the next one (UI versions before
+  NVIDIA/NeMo-Agent-Toolkit-UI@0a11215, 2026-04-08, dropped such chunks);
+- ``system_intermediate_message`` ``"Memory report"``: what the turn's merge wrote;
+- ``system_response_message`` ``"status": "complete"``, empty text, always last.
 
-Failure policy: a malformed message (not JSON, wrong type, no text, oversize) is answered
-with an ``error`` and the socket stays open. Auth: with API keys configured the key comes
-from ``Authorization: Bearer`` or ``?api_key=``; without a valid one the server accepts the
-handshake and closes at once with code 1008 (policy violation) and a reason, so browser
-clients can tell why. Turns of different conversations run concurrently (a task per
-message); turns of one conversation run in order. When the client leaves, its turns in
-flight are cancelled (their replies are stored marked incomplete).
+The UI appends only ``in_progress`` text (utils/chatTransform.ts:19-28; ``complete`` is
+skipped: Chat.tsx:807-810) and, 200 ms after ``complete``, drops everything else for that
+message (Chat.tsx:744-762), so the memory report comes *before* ``complete``, as one more
+intermediate step: the UI merges it into the reply's steps block (Chat.tsx:616-650) like
+the activation. Waiting for it is bounded by ``nemo_api.MEMORY_REPORT_WAIT_S`` (10 s; its
+comment gives the reasons) — the reply text is on screen meanwhile; a merge still running
+then is reported as pending. The alternative, a report after ``complete``, is lost in the
+UI, or worse: once the user has sent the next message it would open a stray reply bubble.
+
+Errors: ``error_message`` ``{"content": {"code", "message", "details"}}``, the shape the UI
+validates (types/websocket.ts:60-67, :155-172) and renders as a red box under the reply
+(components/Chat/ChatMessage.tsx:397-414). The box is not drawn on a reply with no text
+and no steps (ChatMessage.tsx:115), and older UIs reject the type, so the error is also
+sent as ``in_progress`` text — ``[the chat model failed: ...]``, after two newlines when a
+partial reply precedes it — and then ``complete``, which ends the UI's spinner
+(Chat.tsx:753-762). That holds for every error: a malformed message (not JSON, wrong
+type, no text, oversize: nothing runs, the socket stays open), an unknown persona, a model
+failing mid-reply (the partial reply is stored marked incomplete).
+
+Auth: with API keys configured the key comes from ``Authorization: Bearer`` or
+``?api_key=`` (the UI's WebSocket settings can add either: Chat.tsx:382-451); without a
+valid one the server accepts the handshake and closes at once with code 1008 (policy
+violation) and a reason, so browser clients can tell why. Turns of different
+conversations run concurrently (a task per message); turns of one conversation run in
+order. When the client leaves, its turns in flight are cancelled (their replies are
+stored marked incomplete).
 """
 
 from __future__ import annotations
@@ -56,6 +76,7 @@ from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
 from backend.stores.sessions import MAX_SESSION_ID
 from backend.web.deps import websocket_user
+from backend.web.nemo_api import memory_report
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["websocket"])
@@ -64,6 +85,7 @@ STREAMING_SCHEMAS = frozenset({"chat_stream", "generate_stream"})
 BATCH_SCHEMAS = frozenset({"chat", "generate"})
 POLICY_VIOLATION = 1008  # RFC 6455 close code
 MAX_IN_FLIGHT = 32  # turns one socket may run at once; more are refused, not queued
+REFUSED = "nothing was stored; the connection stays open"  # details of a refused message
 
 
 class BadMessage(Exception):
@@ -222,11 +244,38 @@ class Connection:
                 raise _Gone from exc
 
     async def send_error(
-        self, conversation_id: str, parent_id: str | None, code: str, message: str
+        self,
+        conversation_id: str,
+        parent_id: str | None,
+        code: str,
+        message: str,
+        details: str,
+        *,
+        said: bool = False,
     ) -> None:
-        content = {"code": code, "message": message, "text": message}
+        """The error (``_send_failure``), then ``complete``: the message's answer ends."""
+        await self._send_failure(conversation_id, parent_id, code, message, details, said=said)
+        await self._send_text(conversation_id, parent_id, "", "complete")
+
+    async def _send_failure(
+        self,
+        conversation_id: str,
+        parent_id: str | None,
+        code: str,
+        message: str,
+        details: str,
+        *,
+        said: bool = False,
+    ) -> None:
+        """The error as text the UI shows, then as an ``error_message`` (module docstring).
+        ``said``: reply text went out before (a newline pair first)."""
+        text = ("\n\n" if said else "") + f"[{message}]"
+        await self._send_text(conversation_id, parent_id, text, "in_progress")
+        content = {"code": code, "message": message, "details": details}
         await self._send(
-            self._envelope("error", conversation_id, parent_id, status="complete", content=content)
+            self._envelope(
+                "error_message", conversation_id, parent_id, status="complete", content=content
+            )
         )
 
     async def _send_step(self, msg: UserMessage, name: str, payload: Any) -> None:
@@ -241,12 +290,14 @@ class Connection:
             )
         )
 
-    async def _send_text(self, msg: UserMessage, text: str, status: str) -> None:
+    async def _send_text(
+        self, conversation_id: str, parent_id: str | None, text: str, status: str
+    ) -> None:
         await self._send(
             self._envelope(
                 "system_response_message",
-                msg.conversation_id,
-                msg.id,
+                conversation_id,
+                parent_id,
                 status=status,
                 content={"text": text},
             )
@@ -299,7 +350,7 @@ class Connection:
             )
         except BadMessage as exc:
             await self.send_error(
-                conversation_id or uuid.uuid4().hex, parent_id, exc.code, exc.message
+                conversation_id or uuid.uuid4().hex, parent_id, exc.code, exc.message, REFUSED
             )
             return
         if len(self._tasks) >= MAX_IN_FLIGHT:
@@ -308,6 +359,7 @@ class Connection:
                 msg.id,
                 "too_many_requests",
                 f"at most {MAX_IN_FLIGHT} turns may run at once on one connection",
+                REFUSED,
             )
             return
         task = asyncio.create_task(self._run_turn(msg))
@@ -327,7 +379,11 @@ class Connection:
             log.exception("websocket turn failed in conversation %s", msg.conversation_id)
             with contextlib.suppress(_Gone):
                 await self.send_error(
-                    msg.conversation_id, msg.id, "internal_error", "the turn failed unexpectedly"
+                    msg.conversation_id,
+                    msg.id,
+                    "internal_error",
+                    "the turn failed unexpectedly",
+                    "see the server log",
                 )
 
     async def _begin(self, msg: UserMessage) -> Turn | None:
@@ -340,6 +396,7 @@ class Connection:
                 msg.id,
                 "model_not_found",
                 f"unknown model (persona) {msg.persona!r}",
+                REFUSED,
             )
             return None
         request = TurnRequest(
@@ -356,39 +413,47 @@ class Connection:
                 return await engine.begin(request)
             except SessionConflict:
                 await self.send_error(
-                    msg.conversation_id, msg.id, "session_not_found", "session not found"
+                    msg.conversation_id, msg.id, "session_not_found", "session not found", REFUSED
                 )
                 return None
 
     async def _stream(self, msg: UserMessage, turn: Turn) -> None:
         stream = turn.stream()
+        said = False  # reply text went out
+        failure: LLMError | None = None
         try:
             activated = activation_part(turn.activation)["activated"]
             await self._send_step(msg, "Memory activation", {"activated": activated})
-            parts: list[str] = []
+            held = ""  # whitespace-only chunks, sent with the next one (module docstring)
             try:
                 async for text in stream:
-                    if msg.streaming:
-                        await self._send_text(msg, text, "in_progress")
-                    else:
-                        parts.append(text)
+                    held += text
+                    if msg.streaming and held.strip():
+                        await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
+                        said, held = True, ""
             except LLMError as exc:
-                await self.send_error(
-                    msg.conversation_id, msg.id, "upstream_error", f"the chat model failed: {exc}"
-                )
+                failure = exc
             finally:
                 await stream.aclose()
-            await self._send_text(msg, "" if msg.streaming else "".join(parts), "complete")
+            if not msg.streaming and held:
+                await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
+                said = True
+            if failure is not None:
+                await self._send_failure(
+                    msg.conversation_id,
+                    msg.id,
+                    "upstream_error",
+                    f"the chat model failed: {failure}",
+                    "the partial reply is stored marked incomplete",
+                    said=said,
+                )
         finally:
             if turn.merged is None:  # the stream never started: close the turn
                 await self.services.engine.abandon(turn)
-        assert turn.merged is not None
-        try:
-            report = await turn.merged
-        except Exception:
-            log.exception("merge failed in conversation %s", msg.conversation_id)
-            return
-        await self._send_step(msg, "Memory report", report)
+        report = await memory_report(turn)
+        if report is not None:
+            await self._send_step(msg, "Memory report", report)
+        await self._send_text(msg.conversation_id, msg.id, "", "complete")
 
 
 @router.websocket("/websocket")

@@ -102,7 +102,14 @@ def test_no_input_gets_a_server_error(
 ) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
     labels = {op.label for op in operations}
-    assert {"GET /api/personas/{persona_id}/memories", "POST /v1/chat/completions"} <= labels
+    assert {
+        "GET /api/personas/{persona_id}/memories",
+        "POST /v1/chat/completions",
+        # The NeMo Agent Toolkit UI's routes (backend/web/nemo_api.py).
+        "POST /chat",
+        "POST /generate",
+        "POST /generate/stream",
+    } <= labels
     failures = []
     for operation in operations:
         try:

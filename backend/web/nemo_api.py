@@ -1,0 +1,271 @@
+"""The NVIDIA NeMo Agent Toolkit UI's other HTTP routes: ``/chat``, ``/generate``,
+``/generate/stream`` (``/chat/stream`` is ``backend.web.openai_api``'s).
+
+The UI (NVIDIA/NeMo-Agent-Toolkit-UI) never calls us from the browser: its proxy
+(``proxy/server.js``) forwards ``/api/<route>`` to ``NAT_BACKEND_URL`` + ``<route>`` with the
+browser's headers (``Conversation-Id``, ``User-Message-ID``: ``components/Chat/Chat.tsx``
+:1063-1069) and rewrites each response (``proxy/response-processors.js``) before the page
+reads it. Request bodies (``proxy/request-transformers.js``):
+
+- ``/chat``: ``{"messages": [...], "model": "placeholder", "stream": false,
+  "temperature": 0.7, ...optional generation parameters}`` (:75-103) — the OpenAI chat
+  request, so the route is ``/v1/chat/completions`` with ``stream`` forced off; the proxy
+  shows ``choices[0].message.content`` (response-processors.js:189-197);
+- ``/generate`` and ``/generate/stream``: ``{"input_message": "..."}`` (:47-64). The answer
+  is ``{"value": reply}`` (the proxy passes it through: :270-292); the stream is SSE
+  ``data: {"value": chunk}`` events (the proxy keeps those whose ``value`` is a non-empty
+  string: :239-249), ended by ``data: [DONE]``.
+
+``/generate/stream`` also sends two ``intermediate_data: {...}`` lines, which the proxy
+turns into ``<intermediatestep>`` tags the UI shows as steps (:21-46, :68-82): **Memory
+activation** before the reply, **Memory report** after it. The UI never says whether it
+wants steps over HTTP (no request field carries its setting), so they are always sent;
+the report is waited for at most ``MEMORY_REPORT_WAIT_S`` (see ``memory_report``).
+
+A chat model failing after the reply began cannot change the status any more: the
+stream gets a last ``data: {"value": "\\n\\n[the chat model failed: ...]"}`` (shown by every
+client that concatenates the values) and a raw ``{"code", "message", "details"}`` line,
+the NeMo Agent Toolkit's error object, which the proxy forwards as is
+(response-processors.js:77-80) and the UI renders as an error (Chat.tsx:1308-1314).
+Before the first token it is a 502, as on the chat routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from backend.engine.report import activation_part
+from backend.engine.turn import SessionConflict, Turn, TurnRequest
+from backend.llm.port import LLMError
+from backend.personas import UnknownPersona
+from backend.storable_text import unstorable_reason
+from backend.web import openai_api
+from backend.web.deps import ServicesDep, UserDep
+from backend.web.errors import APIError, error_body
+from backend.web.schemas import ERROR_RESPONSES
+
+log = logging.getLogger(__name__)
+router = APIRouter(
+    tags=["nemo-agent-toolkit-ui"],
+    responses={
+        **ERROR_RESPONSES,
+        413: {"description": "The message is longer than server.max_message_chars"},
+        502: {"description": "The chat model failed before the reply began"},
+    },
+)
+
+# How long a reply's end waits for the turn's memory report before the stream (HTTP) or
+# the turn (WebSocket ``complete``) ends. The NeMo UI keeps its "Stop Generating" state,
+# input locked, until then, and drops what comes later (Chat.tsx:753-762 over WebSocket),
+# so the wait is bounded: the hippocampus runs alongside the reply from the turn's start,
+# and on the default local preset the merge ends about 4.8 s after the last token
+# (docs/benchmarks.md, "Chat latency"); 10 s covers that on a loaded 2-core machine. A
+# merge still running then is reported as pending (the report lands in
+# ``GET /api/sessions/{id}``); the reply itself is stored long before.
+MEMORY_REPORT_WAIT_S = 10.0
+
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+
+
+async def memory_report(turn: Turn, timeout: float | None = None) -> dict[str, Any] | None:
+    """The turn's memory report once merged, waiting at most ``timeout`` seconds (default
+    ``MEMORY_REPORT_WAIT_S``); on timeout a stub saying so; None when the merge failed."""
+    assert turn.merged is not None
+    wait = MEMORY_REPORT_WAIT_S if timeout is None else timeout
+    try:
+        # Shielded: giving up waiting must not cancel the memory worker's future.
+        return await asyncio.wait_for(asyncio.shield(turn.merged), wait)
+    except TimeoutError:
+        return {
+            "pending": True,
+            "detail": f"the memory merge was still running after {wait:g} s; its report "
+            f"will be in GET /api/sessions/{turn.session.id}",
+        }
+    except Exception:
+        log.exception("merge failed in session %s", turn.session.id)
+        return None
+
+
+def activation_payload(turn: Turn) -> dict[str, Any]:
+    return {"activated": activation_part(turn.activation)["activated"]}
+
+
+class GenerateRequest(BaseModel):
+    """The NeMo Agent Toolkit's generate request; other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    input_message: str = Field(description="The user's message: the new turn.")
+    model: str | None = Field(
+        None, description="A persona id; absent or a placeholder means the default persona."
+    )
+
+    @field_validator("input_message")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        reason = unstorable_reason(value)
+        if reason is not None:
+            raise ValueError(f"the text {reason}")
+        return value
+
+
+class GenerateResponse(BaseModel):
+    value: str = Field(description="The whole reply.")
+
+
+def _session_id(request: Request) -> str | None:
+    """``Conversation-Id`` (the UI's) or ``X-Session-Id``, as the chat routes read them."""
+    for header in ("conversation-id", "x-session-id"):
+        value = request.headers.get(header)
+        if value and value.strip():
+            value = value.strip()[:128]
+            if _HEADER_SAFE.fullmatch(value):
+                return value
+            return "u-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return None
+
+
+async def _start(
+    request: Request, body: GenerateRequest, user: str, services: Any
+) -> tuple[Turn, AsyncIterator[str], str | None] | JSONResponse:
+    """Begin the turn and pull its first chunk: the turn, its stream and that chunk, or
+    the 502 to answer when the model fails before it."""
+    text = body.input_message
+    limit = services.settings.server.max_message_chars
+    if not text.strip():
+        raise APIError(400, "input_message must be a non-empty message", "invalid_messages")
+    if len(text) > limit:
+        raise APIError(413, f"the message is longer than {limit} characters", "message_too_large")
+    turn_request = TurnRequest(
+        user_id=user, text=text, persona_id=body.model, session_id=_session_id(request)
+    )
+    try:
+        turn = await services.engine.begin(turn_request)
+    except UnknownPersona:
+        raise APIError(404, f"unknown model (persona) {body.model!r}", "model_not_found") from None
+    except SessionConflict:
+        raise APIError(404, "session not found", "session_not_found") from None
+    stream = turn.stream()
+    try:
+        first = await anext(stream, None)
+    except LLMError as exc:
+        await stream.aclose()
+        return _failed(exc, turn)
+    return turn, stream, first
+
+
+def _failed(exc: LLMError, turn: Turn) -> JSONResponse:
+    return JSONResponse(
+        error_body(502, f"the chat model failed: {exc}", "upstream_error"),
+        status_code=502,
+        headers={"X-Session-Id": turn.session.id},
+    )
+
+
+def _step(name: str, payload: Any, turn: Turn) -> bytes:
+    """One ``intermediate_data:`` line, with the fields the UI's proxy reads
+    (response-processors.js:25-36); ``id`` must be set or the UI drops the step
+    (utils/app/helper.ts:153)."""
+    step = {
+        "id": uuid.uuid4().hex,
+        "name": name,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "status": "complete",
+        "parent_id": turn.turn_id,
+        "time_stamp": time.time(),
+    }
+    return f"intermediate_data: {json.dumps(step, ensure_ascii=False)}\n\n".encode()
+
+
+def _value(text: str) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps({"value": text}, ensure_ascii=False))
+
+
+@router.post("/chat", summary="A chat turn, not streaming (the NeMo Agent Toolkit UI's /chat)")
+async def chat(
+    request: Request, body: openai_api.ChatRequest, user: UserDep, services: ServicesDep
+) -> Any:
+    """``POST /v1/chat/completions`` with ``stream`` forced off: the NeMo Agent Toolkit's
+    non-streaming chat route. The session comes from ``Conversation-Id``."""
+    body = body.model_copy(update={"stream": False})
+    return await openai_api.chat_completions(request, body, user, services)
+
+
+@router.post(
+    "/generate",
+    summary="A chat turn, not streaming, in the NeMo Agent Toolkit's generate shape",
+    response_model=GenerateResponse,
+)
+async def generate(
+    request: Request, body: GenerateRequest, user: UserDep, services: ServicesDep
+) -> Any:
+    """``{"input_message": text}`` → ``{"value": reply}``; the session id comes from
+    ``Conversation-Id`` (or ``X-Session-Id``) and goes back in ``X-Session-Id``."""
+    started = await _start(request, body, user, services)
+    if isinstance(started, JSONResponse):
+        return started
+    turn, stream, first = started
+    parts = [first or ""]
+    try:
+        parts += [text async for text in stream]
+    except LLMError as exc:
+        return _failed(exc, turn)
+    finally:
+        await stream.aclose()
+    return JSONResponse({"value": "".join(parts)}, headers={"X-Session-Id": turn.session.id})
+
+
+@router.post(
+    "/generate/stream",
+    summary="A chat turn, streaming (SSE), in the NeMo Agent Toolkit's generate shape",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}},
+)
+async def generate_stream(
+    request: Request, body: GenerateRequest, user: UserDep, services: ServicesDep
+) -> Any:
+    """``{"input_message": text}`` → ``intermediate_data:`` Memory activation, ``data:
+    {"value": chunk}`` per chunk, ``intermediate_data:`` Memory report, ``data: [DONE]``."""
+    started = await _start(request, body, user, services)
+    if isinstance(started, JSONResponse):
+        return started
+    turn, stream, first = started
+
+    async def events() -> AsyncIterator[ServerSentEvent | bytes]:
+        said = bool(first)
+        try:
+            yield _step("Memory activation", activation_payload(turn), turn)
+            if first:
+                yield _value(first)
+            async for text in stream:
+                said = said or bool(text)
+                yield _value(text)
+        except LLMError as exc:
+            message = f"the chat model failed: {exc}"
+            yield _value(("\n\n" if said else "") + f"[{message}]")
+            error = {
+                "code": "upstream_error",
+                "message": "the chat model failed",
+                "details": f"{exc}; the partial reply is stored marked incomplete",
+            }
+            yield (json.dumps(error, ensure_ascii=False) + "\n\n").encode()
+        finally:
+            await stream.aclose()
+        report = await memory_report(turn)
+        if report is not None:
+            yield _step("Memory report", report, turn)
+        yield ServerSentEvent("[DONE]")
+
+    return EventSourceResponse(events(), headers={"X-Session-Id": turn.session.id}, ping=15)
