@@ -42,7 +42,7 @@ from backend.engine import report as reports
 from backend.engine.merge import run_hippocampus, write_long_term
 from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_session, release_session
 from backend.engine.session_state import load_state, save_state, verbatim_items
-from backend.hippocampus import SessionMemoryState, merge
+from backend.hippocampus import SessionMemoryState, enforce_budget, merge
 from backend.hippocampus.budget import chunked_trim
 from backend.memory.types import Emotion, Memory
 from backend.stores.long_term import WriteOutcome
@@ -79,6 +79,10 @@ class TurnMessages:
     @property
     def last_seq(self) -> int:
         return self.messages[-1].seq
+
+    @property
+    def has_user(self) -> bool:
+        return any(m.role == "user" for m in self.messages)
 
     @property
     def user_text(self) -> str:
@@ -149,7 +153,10 @@ class MemoryWorker:
             batch = self._take_batch(session_id, group_turns(unmerged))
             if not batch:
                 return False
-            await self._merge(session_id, state, merged_seq, batch)
+            if not batch[0].has_user:
+                await self._fold(session_id, state, merged_seq, batch[0])
+            else:
+                await self._merge(session_id, state, merged_seq, batch)
             return True
         except Exception as exc:
             log.exception("merging session %s failed", session_id)
@@ -168,11 +175,90 @@ class MemoryWorker:
         batch: list[TurnMessages] = []
         for index, group in enumerate(groups[:MAX_BATCH]):
             followed = index + 1 < len(groups)
+            if batch and not group.has_user:
+                break  # replies with no user message are folded in on their own
             if group.turn_id in own or group.reply_stored or followed:
                 batch.append(group)
+                if not group.has_user:
+                    break
             else:
                 break
         return batch
+
+    async def _fold(
+        self, session_id: str, state: SessionMemoryState, merged_seq: int, group: TurnMessages
+    ) -> None:
+        """Messages with no user message (a group chat's next reply, a client's stored
+        reply) join short-term verbatim: there is nothing for the hippocampus to read."""
+        engine = self._engine
+        pending = self._own(session_id).get(group.turn_id or "")
+        messages = list(group.messages)
+        through = group.last_seq
+        if pending is not None:
+            await pending.reply_done
+            through = max(through, pending.turn.reply_seq or 0)
+            messages = [
+                dataclasses.replace(m, content=pending.turn.reply)
+                if m.role == "assistant" and m.turn_id == group.turn_id
+                else m
+                for m in messages
+            ]
+        budget = engine.settings.token_budget
+        short_term = enforce_budget(
+            [*state.short_term, *verbatim_items(messages)],
+            token_budget=budget,
+            trim_to=chunked_trim(budget),
+        )
+        folded = dataclasses.replace(state, short_term=tuple(short_term))
+        try:
+            await save_state(
+                engine.sessions, session_id, folded, merged_seq=through, expected_seq=merged_seq
+            )
+        except StaleMerge:
+            return
+        if group.turn_id is not None:
+            info = {"status": "skipped", "reason": "no user message to read"}
+            await self._report(session_id, [group], info, [], state.user_emotion)
+
+    def replace_reply(self, session_id: str, target: Message, content: str) -> None:
+        """A redone reply (a regeneration, a continuation) takes the old one's place in
+        short-term memory: in a turn of this process not merged yet, and, once merged, in
+        the stored state."""
+        for pending in self._pending.get(session_id, []):
+            if pending.turn.reply_seq == target.seq:
+                pending.turn.reply = content
+        self._engine._spawn(self._patch_reply(session_id, target, content))
+
+    async def _patch_reply(self, session_id: str, target: Message, content: str) -> None:
+        sessions = self._engine.sessions
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._engine.settings.hippocampus_timeout_s + 60.0
+        delay = FIRST_POLL_S
+        try:
+            while True:
+                held = await acquire_session(sessions.locks, session_id, "memory")
+                try:
+                    state, merged_seq = await load_state(sessions, session_id)
+                    if merged_seq >= target.seq:
+                        patched = _swap_reply(state, target.content, content)
+                        if patched is not None:
+                            await save_state(
+                                sessions,
+                                session_id,
+                                patched,
+                                merged_seq=merged_seq,
+                                expected_seq=merged_seq,
+                            )
+                        return
+                finally:
+                    await release_session(sessions.locks, held)
+                if loop.time() > deadline:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(MAX_POLL_S, delay * 2)
+        except Exception:
+            log.warning("session %s: the redone reply stays old in short-term", session_id,
+                        exc_info=True)  # fmt: skip
 
     async def _settle_merged(self, session_id: str, merged_seq: int) -> bool:
         """Give this process's turns that another process merged their reports."""
@@ -284,6 +370,17 @@ class MemoryWorker:
                 self._pending[session_id].remove(pending)
                 if not pending.report.done():
                     pending.report.set_exception(exc)
+
+
+def _swap_reply(state: SessionMemoryState, old: str, new: str) -> SessionMemoryState | None:
+    """``state`` with its newest verbatim copy of the reply ``old`` replaced by ``new``."""
+    items = list(state.short_term)
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if item.role == "assistant" and not item.compressed and item.text.strip() == old.strip():
+            items[index] = dataclasses.replace(item, text=new)
+            return dataclasses.replace(state, short_term=tuple(items))
+    return None
 
 
 def read_with_earlier(

@@ -43,6 +43,14 @@ MEMORY_PREAMBLE = (
 )
 
 
+# A continuation is asked for in words: neither llama.cpp's chat completion nor OpenAI's
+# API lets the model resume an assistant message in place.
+CONTINUE_INSTRUCTION = (
+    "Continue your last message from exactly where it stopped. Do not repeat any of it "
+    "and do not start a new message: write only the words that come next."
+)
+
+
 def _neutralise(text: str) -> str:
     """One line of data: no newlines, no marker that could end the block early."""
     flat = " ".join(text.split())
@@ -75,18 +83,27 @@ def build_main_messages(
     client_system: str | None,
     state: SessionMemoryState,
     memories: Sequence[Memory],
-    user_message: str,
+    user_message: str | None,
     earlier_notes: Mapping[str, str] | None = None,
+    examples: Sequence[Mapping[str, Any]] = (),
+    continuing: str | None = None,
+    instruction: str | None = None,
 ) -> list[dict[str, Any]]:
     """The OpenAI-format messages the main model streams its reply from.
 
     ``earlier_notes``: the notes blocks earlier turns were shown, by the user message they
     preceded; each goes back right before that message (``backend.engine.shown_notes``).
+    ``examples``: a client's example dialogue, as it sent it (``name`` fields kept), right
+    after the system message. ``user_message`` None: a reply with no new user message (a
+    group chat's next speaker). ``continuing``: the reply to continue, as the last
+    assistant message. ``instruction``: the client's instruction for this reply (its
+    system messages after the last user message), last.
     """
     earlier = dict(earlier_notes or {})
     parts = [system_prompt.strip(), (client_system or "").strip()]
     system = "\n\n".join(part for part in parts if part)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    messages += [dict(example) for example in examples]
     for item in state.short_term:
         if item.role == "user" and item.text in earlier:
             messages.append({"role": "system", "content": earlier.pop(item.text)})
@@ -99,5 +116,11 @@ def build_main_messages(
     block = memory_block(state.background, memories)
     if block:
         messages.append({"role": "system", "content": block})
-    messages.append({"role": "user", "content": user_message})
+    if user_message is not None:
+        messages.append({"role": "user", "content": user_message})
+    if continuing is not None:
+        messages.append({"role": "assistant", "content": continuing})
+        instruction = "\n\n".join(p for p in (CONTINUE_INSTRUCTION, instruction) if p)
+    if instruction and instruction.strip():
+        messages.append({"role": "system", "content": instruction.strip()})
     return messages

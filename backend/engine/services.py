@@ -205,6 +205,7 @@ def build_chat_model(
         }
         if role_name == "chat":
             options["supports_tools"] = role.tools
+            options["supports_images"] = role.vision
     try:
         return build(role.provider, **options)
     except LLMError as exc:

@@ -104,3 +104,18 @@ async def seed_state(
     seeded = SessionMemoryState(state.background, tuple(budgeted), state.user_emotion)
     await save_state(sessions, session_id, seeded, merged_seq=last_seq or None)
     return seeded
+
+
+def without_turn(
+    state: SessionMemoryState, transcript: Sequence[Message], cut: int, merged_seq: int
+) -> SessionMemoryState:
+    """``state`` as it was before the message ``cut`` (a regeneration is prompted as its
+    turn first was): the merged messages from ``cut`` on leave short-term when they are
+    its newest verbatim items (a compressed turn stays: it cannot be told apart)."""
+    gone = verbatim_items([m for m in transcript if cut <= m.seq <= merged_seq])
+    if not gone:
+        return state
+    tail = state.short_term[-len(gone) :]
+    if [(i.role, i.text) for i in tail] != [(i.role, i.text) for i in gone]:
+        return state
+    return replace(state, short_term=state.short_term[: -len(gone)])

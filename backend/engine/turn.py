@@ -24,31 +24,32 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.clock import Clock
+from backend.engine import report as reports
+from backend.engine.conversation_match import ClientMessage, Final, Placement, place
 from backend.engine.memory_worker import MemoryWorker, PendingTurn
 from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
-from backend.engine.session_state import load_state, reply_view, seed_state
+from backend.engine.session_placement import Resolved, SessionConflict, resolve
+from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
 from backend.engine.shown_notes import ShownNotes
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.hippocampus import SessionMemoryState
-from backend.llm.port import ChatModel, Finish, LLMError, TextDelta, ToolCall, Usage
+from backend.llm.port import ChatModel, Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
 from backend.memory.types import Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.stores.long_term import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
 from backend.stores.session_locks import LockHandle
-from backend.stores.sessions import Session, SessionStore
+from backend.stores.sessions import Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
-
-class SessionConflict(Exception):
-    """The session id belongs to another user (the web layer answers 409/404)."""
+__all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnRequest", "TurnSettings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +68,34 @@ class TurnSettings:
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
     user_id: str
-    text: str
+    text: str  # the new user message; "" when the request has none (continue, reply)
     persona_id: str | None = None
-    session_id: str | None = None
+    session_id: str | None = None  # the client named its session
     client_system: str | None = None
-    # Earlier messages a client sent along; they seed a NEW session only (wire.md).
+    # The client's user/assistant messages before ``text`` (all of them when ``final`` is
+    # not "turn"): they find the session they continue, or seed a new one
+    # (``backend.engine.session_placement``).
     history: Sequence[tuple[str, str]] = ()
     temperature: float | None = None
     max_tokens: int | None = None
+    # What the last message asks for: a new user turn (or a regeneration of the last
+    # one), the continuation of the last reply, or one more reply (a group chat).
+    final: Final = "turn"
+    instruction: str | None = None  # the client's system messages after its last message
+    examples: Sequence[Mapping[str, Any]] = ()  # a client's example dialogue, names kept
+    sampling: Sampling | None = None
+    # The client always sends the whole conversation (``conversation_match.place``).
+    whole_history: bool = False
+
+    def client_messages(self) -> tuple[ClientMessage, ...]:
+        messages = [
+            ClientMessage(role, text)  # type: ignore[arg-type]
+            for role, text in self.history
+            if role in ("user", "assistant")
+        ]
+        if self.final == "turn":
+            messages.append(ClientMessage("user", self.text))
+        return tuple(messages)
 
 
 @dataclass
@@ -88,10 +109,17 @@ class Turn:
     activation: Activation | None
     messages: list[dict[str, Any]]
     _engine: TurnEngine
-    _pending: PendingTurn
+    _pending: PendingTurn | None  # None: a redo (regeneration, continuation), not merged
     _release: Callable[[], None]  # the session's turn lock, once the reply is stored
     _temperature: float | None = None
     _max_tokens: int | None = None
+    _sampling: Sampling | None = None
+    kind: str = "turn"  # conversation_match.Kind
+    # A redo's stored reply: replaced by ``_base`` + the new text once the stream ends.
+    _target: Message | None = None
+    _base: str = ""
+    _redo_report: asyncio.Future[dict[str, Any]] | None = None
+    _redo_emotion: dict[str, Any] | None = None
     reply: str = ""
     status: str = "pending"
     error: str | None = None
@@ -115,21 +143,24 @@ class Turn:
     async def stream(self) -> AsyncIterator[str]:
         """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
         engine = self._engine
-        # The pending reply row is written while the model starts, off the TTFT path.
-        reply_row = asyncio.ensure_future(
-            asyncio.to_thread(
-                engine.sessions.append_message,
-                self.session.id,
-                "assistant",
-                "",
-                status="pending",
-                turn_id=self.turn_id,
+        # The pending reply row is written while the model starts, off the TTFT path (a
+        # redo replaces its target row at the end instead).
+        reply_row = None
+        if self._target is None:
+            reply_row = asyncio.ensure_future(
+                asyncio.to_thread(
+                    engine.sessions.append_message,
+                    self.session.id,
+                    "assistant",
+                    "",
+                    status="pending",
+                    turn_id=self.turn_id,
+                )
             )
-        )
         parts: list[str] = []
         try:
             async for text in self._generate(parts):
-                if self._reinforced is None:
+                if self._reinforced is None and self._target is None:
                     self._reinforced = engine._spawn(
                         reinforce_recalled(engine, self, self.recalled)
                     )
@@ -146,14 +177,23 @@ class Turn:
             # Spawned before anything is awaited: a client that goes away can cancel this
             # generator again mid-finally, and the row must be finished (and the session
             # released) all the same.
-            stored = engine._spawn(self._finish(reply_row))
-            self.merged = self._pending.report
+            stored = engine._spawn(self._finish(reply_row, streamed=True))
+            self.merged = self._report_future()
             await asyncio.shield(stored)
 
-    async def _finish(self, reply_row: asyncio.Future[Any] | None) -> None:
+    def _report_future(self) -> asyncio.Future[dict[str, Any]]:
+        if self._pending is not None:
+            return self._pending.report
+        assert self._redo_report is not None
+        return self._redo_report
+
+    async def _finish(self, reply_row: asyncio.Future[Any] | None, streamed: bool = False) -> None:
         """Store the reply, let the session's next turn begin, hand the turn to memory."""
         try:
-            if reply_row is not None:
+            if self._target is not None:
+                if streamed and self.reply:
+                    await self._replace_target()
+            elif reply_row is not None:
                 row = await reply_row
                 self.reply_seq = row.seq
                 sessions = self._engine.sessions
@@ -165,8 +205,35 @@ class Turn:
             await reinforce_recalled(self._engine, self, self._tool_recalled)
             if self._reinforced is not None:
                 await self._reinforced
-            if not self._pending.reply_done.done():
+            if self._pending is not None and not self._pending.reply_done.done():
                 self._pending.reply_done.set_result(None)
+            if self._redo_report is not None and not self._redo_report.done():
+                self._redo_report.set_result(self._redo_summary())
+
+    async def _replace_target(self) -> None:
+        """A redo's reply takes its target's place, in the transcript and in short-term
+        memory (once merged); long-term memory is left alone: the turn's facts were
+        written when it first ran."""
+        target = self._target
+        assert target is not None
+        content = self._base + self.reply
+        sessions = self._engine.sessions
+        await asyncio.to_thread(
+            sessions.replace_message, target.id, content, self.status, self.error
+        )
+        self.reply_seq = target.seq
+        self._engine.memory.replace_reply(self.session.id, target, content)
+
+    def _redo_summary(self) -> dict[str, Any]:
+        """A redo's memory report: what it recalled; nothing was merged or written."""
+        return {
+            "turn_id": self.turn_id,
+            **reports.activation_part(self.activation),
+            **reports.outcomes_part(self._tool_outcomes),
+            "hippocampus": {"status": "skipped", "reason": f"{self.kind}: nothing new to merge"},
+            "reply": {"status": self.status, "error": self.error},
+            "user_emotion": self._redo_emotion,
+        }
 
     async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
         engine = self._engine
@@ -181,6 +248,7 @@ class Turn:
                 tools=MEMORY_TOOLS if offer_tools else None,
                 temperature=self._temperature,
                 max_tokens=self._max_tokens,
+                sampling=self._sampling,
             ):
                 if isinstance(delta, TextDelta) and delta.text:
                     parts.append(delta.text)
@@ -207,6 +275,13 @@ class Turn:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
             self._tool_outcomes += tools.outcomes
             self._tool_recalled += tools.recalled
+
+
+def _continue_base(stored: str, request: TurnRequest) -> str:
+    """The text a continuation extends: the client's copy of the reply (it may have been
+    edited or trimmed there), else the stored one."""
+    sent = [text for role, text in request.history if role == "assistant"]
+    return sent[-1] if sent and sent[-1].strip() else stored
 
 
 class TurnEngine:
@@ -237,28 +312,19 @@ class TurnEngine:
 
     # --- sessions ----------------------------------------------------------------------
 
-    async def open_session(self, request: TurnRequest) -> tuple[Session, bool]:
-        """The request's session (created if new) and whether it was created now."""
-        if request.session_id:
-            found = await asyncio.to_thread(
-                self.sessions.get_session, request.session_id, request.user_id
-            )
-            if found is not None:
-                return found, False
-        persona = self.personas.resolve(request.persona_id)
-        from backend.stores.sessions import SessionExists
-
-        try:
-            created = await asyncio.to_thread(
-                self.sessions.create_session,
-                request.user_id,
-                persona.id,
-                None,
-                request.session_id,
-            )
-        except SessionExists as exc:
-            raise SessionConflict(request.session_id) from exc
-        return created, True
+    async def open_session(self, request: TurnRequest) -> Resolved:
+        """The request's session (created if new) and what the turn does in it."""
+        return await resolve(
+            self.sessions,
+            self.personas,
+            self.clock,
+            user_id=request.user_id,
+            persona_id=request.persona_id,
+            session_id=request.session_id,
+            client=request.client_messages(),
+            final=request.final,
+            whole_history=request.whole_history,
+        )
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
@@ -269,8 +335,11 @@ class TurnEngine:
         """Persist the user message, start the hippocampus, wait for activation only."""
         # The query embedding needs only the text: it runs while the session I/O and the
         # locks below do, instead of after them (it is on the TTFT path).
-        query_embedding = self.long_term.start_query_embedding(request.text)
-        session, created = await self.open_session(request)
+        query_embedding = (
+            self.long_term.start_query_embedding(request.text) if request.text.strip() else None
+        )
+        resolved = await self.open_session(request)
+        session = resolved.session
         persona = self.personas.get(session.persona_id) or self.personas.default
         lock = self._lock(session.id)
         await lock.acquire()  # released when this turn's reply is stored
@@ -292,9 +361,7 @@ class TurnEngine:
         try:
             # A reply left pending by a process that died mid-turn is now known dead.
             await asyncio.to_thread(self.sessions.mark_incomplete_pending, session.id)
-            return await self._begin_locked(
-                request, session, persona, created, release, query_embedding
-            )
+            return await self._begin_locked(request, resolved, persona, release, query_embedding)
         except BaseException:
             release()
             raise
@@ -316,43 +383,79 @@ class TurnEngine:
     async def _begin_locked(
         self,
         request: TurnRequest,
-        session: Session,
+        resolved: Resolved,
         persona: Persona,
-        created: bool,
         release: Callable[[], None],
         query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
+        session, created = resolved.session, resolved.created
         turn_id = uuid.uuid4().hex
         try:
             state, merged_seq = await load_state(self.sessions, session.id)
-            if created and request.history:
+            if created and resolved.seed:
+                history = [(m.role, m.text) for m in resolved.seed]
                 state = await seed_state(
                     self.sessions,
                     session.id,
                     state,
-                    request.history,
+                    history,
                     token_budget=self.settings.token_budget,
                 )
-                merged_seq = -1  # the seeded messages are merged; nothing else exists
-            unmerged = (
-                []
-                if merged_seq < 0
-                else await asyncio.to_thread(self.sessions.messages_after, session.id, merged_seq)
-            )
-            # 1. The user's message is committed before any model is called.
-            stored = await asyncio.to_thread(
-                self.sessions.append_message,
-                session.id,
-                "user",
-                request.text,
-                status="complete",
-                turn_id=turn_id,
-            )
+                _, merged_seq = await load_state(self.sessions, session.id)
+            placement = resolved.placement
+            if not created:  # re-read under the lock: another turn may have come first
+                transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
+                placement = place(
+                    transcript,
+                    request.client_messages(),
+                    request.final,
+                    identified=True,
+                    whole_history=request.whole_history,
+                ) or Placement("turn" if request.final == "turn" else "reply", 0)
+            # The client's messages the server lacks, in order, before this turn's own.
+            for missing in placement.missing:
+                stored_missing = await asyncio.to_thread(
+                    self.sessions.append_message,
+                    session.id,
+                    missing.role,
+                    missing.text,
+                    status="complete",
+                )
+                if placement.kind == "continue" and missing.role == "assistant":
+                    placement = dataclasses.replace(placement, target=stored_missing)
+            transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
+            unmerged = [m for m in transcript if m.seq > merged_seq]
+            stored: Message | None = None
+            if placement.kind == "turn":
+                # 1. The user's message is committed before any model is called.
+                stored = await asyncio.to_thread(
+                    self.sessions.append_message,
+                    session.id,
+                    "user",
+                    request.text,
+                    status="complete",
+                    turn_id=turn_id,
+                )
         except Exception:
             if created:  # a new session whose first message could not be stored goes too
                 await asyncio.to_thread(self._discard_session, session)
             raise
         loop = asyncio.get_running_loop()
+        redo = placement.kind in ("regenerate", "continue") and placement.target is not None
+        kind = placement.kind if redo or placement.kind == "turn" else "reply"
+        user_text = request.text
+        if kind != "turn":
+            before = placement.target.seq if redo and placement.target else transcript[-1].seq + 1
+            asked = [m for m in transcript if m.role == "user" and m.seq < before]
+            user_msg = asked[-1] if asked else None
+            user_text = user_msg.content if user_msg is not None else ""
+            if redo:  # the prompt is the one the redone reply had: up to its user message
+                cut = user_msg.seq if user_msg is not None else before
+                state = without_turn(state, transcript, cut, merged_seq)
+                unmerged = [m for m in unmerged if m.seq < cut]
+        temperature = request.temperature
+        if temperature is None:
+            temperature = self.settings.chat_temperature
         turn = Turn(
             session=session,
             persona=persona,
@@ -360,35 +463,49 @@ class TurnEngine:
             activation=None,
             messages=[],
             _engine=self,
-            _pending=PendingTurn(
-                None,  # type: ignore[arg-type]  # set just below
-                stored.seq,
-                loop.create_future(),
-                loop.create_future(),
-                loop.create_future(),
-            ),
+            _pending=None,
             _release=release,
-            _temperature=request.temperature or self.settings.chat_temperature,
+            _temperature=temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
+            _sampling=request.sampling,
+            kind=kind,
         )
-        turn._pending.turn = turn
+        if redo:
+            assert placement.target is not None
+            turn._target = placement.target
+            turn._base = (
+                _continue_base(placement.target.content, request) if kind == "continue" else ""
+            )
+            turn._redo_report = loop.create_future()
+            turn._redo_emotion = reports.emotion_part(state.user_emotion)
+        else:
+            user_seq = stored.seq if stored is not None else transcript[-1].seq + 1
+            turn._pending = PendingTurn(
+                turn, user_seq, loop.create_future(), loop.create_future(), loop.create_future()
+            )
         try:
-            turn.activation = await self._activate(turn, request.text, state, query_embedding)
+            if query_embedding is None or user_text != request.text:
+                query_embedding = None
+            turn.activation = await self._activate(turn, user_text, state, query_embedding)
             view = reply_view(state, unmerged, token_budget=self.settings.token_budget)
             # Every message of the session so far is in the window, verbatim (seqs run
             # 1, 2, 3...; an empty or compressed one makes this False, which is safe).
             whole = merged_seq >= 0 and len(view.short_term) == merged_seq + len(unmerged)
             whole = whole and not any(item.compressed for item in view.short_term)
+            whole = whole and kind == "turn"
             notes = self.shown_notes.plan(
-                session.id, view, turn.recalled, request.text, whole_session=whole
+                session.id, view, turn.recalled, user_text, whole_session=whole
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
                 client_system=request.client_system,
                 state=dataclasses.replace(view, background=notes.background),
                 memories=notes.memories,
-                user_message=request.text,
+                user_message=user_text if kind != "reply" else None,
                 earlier_notes=notes.earlier,
+                examples=request.examples,
+                continuing=turn._base if kind == "continue" else None,
+                instruction=request.instruction,
             )
             self.shown_notes.record(session.id, notes)
         except BaseException:
@@ -396,11 +513,13 @@ class TurnEngine:
             self._spawn(turn._finish(None))
             raise
         finally:
-            turn._pending.activated.set_result(None)
-            # 2. The memory worker starts the hippocampus; it never blocks the reply. Not
-            # before activation: its database reads compete with it for the interpreter
-            # (bench.turn_latency's TTFT overhead: 56.0 ms before, 49.3 ms after).
-            self.memory.submit(turn._pending)
+            if turn._pending is not None:
+                turn._pending.activated.set_result(None)
+                # 2. The memory worker starts the hippocampus; it never blocks the reply.
+                # Not before activation: its database reads compete with it for the
+                # interpreter (bench.turn_latency's TTFT overhead: 56.0 ms before, 49.3 ms
+                # after).
+                self.memory.submit(turn._pending)
         return turn
 
     async def _activate(
@@ -435,7 +554,7 @@ class TurnEngine:
         """Close a turn whose stream will never be read (the client left before it began)."""
         if turn.merged is None:
             turn.status, turn.error = "incomplete", "the client went away"
-            turn.merged = turn._pending.report
+            turn.merged = turn._report_future()
             await turn._finish(None)
         await asyncio.shield(turn.merged)
 

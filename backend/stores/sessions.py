@@ -288,6 +288,29 @@ class SessionStore:
             row = db.execute(select, {"id": message_id}).one()
         return message_from_row(row)
 
+    def replace_message(
+        self, message_id: int, content: str, status: Status, error: str | None = None
+    ) -> Message:
+        """Replace a finished reply's text (a regeneration, a continuation). Raises
+        ``KeyError`` for an unknown id."""
+        check_choice(status, ("complete", "incomplete"), "a final status")
+        content, error = storable(content), None if error is None else storable(error)
+        select = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id")
+        with self.db.write() as db:
+            row = db.execute(select, {"id": message_id}).first()
+            if row is None:
+                raise KeyError(message_id)
+            db.execute(
+                text("UPDATE messages SET content = :c, status = :s, error = :e WHERE id = :id"),
+                {"c": content, "s": status, "e": error, "id": message_id},
+            )
+            db.execute(
+                text("UPDATE sessions SET updated_at = :now WHERE id = :id"),
+                {"now": stamp(self._clock.now()), "id": row._mapping["session_id"]},
+            )
+            row = db.execute(select, {"id": message_id}).one()
+        return message_from_row(row)
+
     def transcript(self, session_id: str) -> list[Message]:
         """Every message of the session in ``seq`` order (empty for an unknown session)."""
         rows = self._read(

@@ -27,18 +27,24 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from backend.engine.plain_completion import PlainCompletion
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.hippocampus import estimate_tokens
-from backend.llm.port import LLMError
+from backend.llm.port import LLMError, Sampling
 from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
+from backend.web.chat_messages import ChatInput, part_text, read_messages
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
+from backend.web.utility_requests import utility_kind
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"])
 
 MAX_MESSAGES = 1000
+MAX_STOPS = 16
+# The client's own conversation ids, first found wins (docs/api.md).
+SESSION_HEADERS = ("conversation-id", "x-session-id", "x-openwebui-chat-id")
 
 
 class ContentPart(BaseModel):
@@ -51,6 +57,7 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
+    name: str | None = Field(None, max_length=256)
 
     @field_validator("content")
     @classmethod
@@ -76,7 +83,8 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The OpenAI chat request; unknown parameters are accepted and ignored."""
+    """The OpenAI chat request. The sampling parameters go to the chat model; other
+    unknown parameters are accepted and ignored (``logprobs`` among them)."""
 
     model_config = ConfigDict(extra="allow")
     model: str | None = None
@@ -85,10 +93,53 @@ class ChatRequest(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=0)
     max_completion_tokens: int | None = Field(None, ge=0)
+    n: int | None = Field(None, ge=1, le=128)
+    # ``true``: the NeMo Agent Toolkit's request schema's placeholder, read as "not set".
+    stop: str | list[str] | bool | None = None
+    seed: int | None = None
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0, le=1)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
     user: str | None = Field(None, max_length=256)
     stream_options: StreamOptions | None = None
     additional_props: dict[str, Any] | None = None
     intermediate_steps: bool = False
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | bool | None) -> str | list[str] | bool | None:
+        stops = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if len(stops) > MAX_STOPS or any(not s or len(s) > 256 for s in stops):
+            raise ValueError(f"stop takes at most {MAX_STOPS} non-empty strings of 256 characters")
+        return value
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _biases(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for token, bias in (value or {}).items():
+            if not token.isdigit() or not -100 <= bias <= 100:
+                raise ValueError("logit_bias maps token ids (digits) to biases in [-100, 100]")
+        return value
+
+    def sampling(self) -> Sampling | None:
+        """The sampling parameters; placeholder zeros (``top_p``/``top_k`` 0, which the
+        NeMo UI sends and no sampler can use) mean "not set"."""
+        stop = self.stop
+        stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+        sampling = Sampling(
+            stop=tuple(stops),
+            seed=self.seed,
+            top_p=self.top_p or None,
+            top_k=self.top_k or None,
+            min_p=self.min_p,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
+            logit_bias=self.logit_bias or None,
+        )
+        return None if sampling.empty else sampling
 
     def wants_steps(self) -> bool:
         props = self.additional_props or {}
@@ -99,7 +150,7 @@ _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 
 def _session_id(request: Request, body: ChatRequest) -> str | None:
-    for header in ("conversation-id", "x-session-id"):
+    for header in SESSION_HEADERS:
         value = request.headers.get(header)
         if value and value.strip():
             return _header_safe(value.strip()[:128])
@@ -115,25 +166,55 @@ def _header_safe(value: str) -> str:
     return "u-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _turn_request(request: Request, body: ChatRequest, user: str, limit: int) -> TurnRequest:
-    last = body.messages[-1]
-    if last.role != "user" or not last.text().strip():
-        raise APIError(400, "the last message must be a non-empty user message", "invalid_messages")
-    if len(last.text()) > limit:
+def _turn_request(
+    request: Request, body: ChatRequest, user: str, limit: int, chat: ChatInput
+) -> TurnRequest:
+    if chat.final == "turn" and not chat.text.strip():
+        raise APIError(400, "the last user message is empty", "invalid_messages")
+    if len(chat.text) > limit:
         raise APIError(413, f"the message is longer than {limit} characters", "message_too_large")
-    system = [m.text() for m in body.messages[:-1] if m.role in ("system", "developer")]
-    history = [(m.role, m.text()) for m in body.messages[:-1] if m.role in ("user", "assistant")]
-    max_tokens = body.max_completion_tokens or body.max_tokens or None  # 0 means "not set"
     return TurnRequest(
         user_id=user,
-        text=last.text(),
+        text=chat.text,
         persona_id=body.model,
         session_id=_session_id(request, body),
-        client_system="\n\n".join(system) or None,
-        history=history,
-        temperature=body.temperature or None,
-        max_tokens=max_tokens,
+        client_system=chat.client_system,
+        history=chat.history,
+        temperature=body.temperature,
+        max_tokens=_max_tokens(body),
+        final=chat.final,
+        instruction=chat.instruction,
+        examples=chat.examples,
+        sampling=body.sampling(),
+        # Open WebUI always sends the whole branch of the chat it names.
+        whole_history="x-openwebui-chat-id" in request.headers,
     )
+
+
+def _max_tokens(body: ChatRequest) -> int | None:
+    return body.max_completion_tokens or body.max_tokens or None  # 0 means "not set"
+
+
+def _read(body: ChatRequest, chat_model: Any) -> ChatInput:
+    """The request's meaning, or the 400 that says why it has none."""
+    if body.n is not None and body.n > 1:
+        raise APIError(
+            400,
+            "n must be 1: each request is one turn of the conversation (send the request "
+            "again for another reply: it replaces this one)",
+            "unsupported_n",
+        )
+    chat = read_messages([m.model_dump(exclude_none=True) for m in body.messages])
+    if chat is None:
+        raise APIError(400, "the messages have no user or assistant message", "invalid_messages")
+    if chat.image_parts and not getattr(chat_model, "supports_images", False):
+        raise APIError(
+            400,
+            f"the chat model {getattr(chat_model, 'model', '')!r} does not take images: "
+            "send text only, or set chat.vision for a model that does (docs/configuration.md)",
+            "images_not_supported",
+        )
+    return chat
 
 
 def _chunk(
@@ -156,7 +237,7 @@ def _chunk(
     return chunk
 
 
-def _usage(turn: Turn) -> dict[str, int]:
+def _usage(turn: Turn | PlainCompletion) -> dict[str, int]:
     if turn.usage is not None:
         prompt, completion = turn.usage.prompt_tokens, turn.usage.completion_tokens
     else:  # the provider reported none: our estimate, so clients always get the field
@@ -196,11 +277,62 @@ async def _begin(services: Any, turn_request: TurnRequest) -> Turn:
 async def chat_completions(
     request: Request, body: ChatRequest, user: UserDep, services: ServicesDep
 ) -> Any:
+    chat = _read(body, services.engine.chat)
+    headers_in = {key.lower(): value for key, value in request.headers.items()}
+    utility = utility_kind(headers_in, body.model_dump(exclude_none=True))
+    if utility is not None:
+        return await _plain(body, services, chat, utility)
     limit = services.settings.server.max_message_chars
-    turn = await _begin(services, _turn_request(request, body, user, limit))
+    turn = await _begin(services, _turn_request(request, body, user, limit, chat))
     headers = {"X-Session-Id": turn.session.id}
-    cid, created, model = f"chatcmpl-{turn.turn_id}", int(time.time()), turn.persona.id
-    stream = turn.stream()
+    return await _respond(body, turn, turn, f"chatcmpl-{turn.turn_id}", turn.persona.id, headers)
+
+
+async def _plain(body: ChatRequest, services: Any, chat: ChatInput, utility: str) -> Any:
+    """A utility request's plain completion: no persona, session or memory."""
+    try:
+        persona = services.personas.resolve(body.model)
+    except UnknownPersona:
+        raise APIError(404, f"unknown model (persona) {body.model!r}", "model_not_found") from None
+    images = bool(chat.image_parts)
+    messages = [
+        {
+            "role": m.role,
+            "content": m.model_dump(exclude_none=True)["content"]
+            if images and isinstance(m.content, list)
+            else part_text(m.model_dump(exclude_none=True).get("content")),
+            **({"name": m.name} if m.name else {}),
+        }
+        for m in body.messages
+        if m.role in ("system", "developer", "user", "assistant")
+    ]
+    # The background model: it steps aside for replies (backend.engine.plain_completion).
+    model = services.engine.hippocampus if not images else services.engine.chat
+    completion = PlainCompletion(
+        model,
+        messages,
+        temperature=body.temperature,
+        max_tokens=_max_tokens(body),
+        sampling=body.sampling(),
+    )
+    log.debug("stateless completion for %s", utility)
+    headers = {"X-Limbic-Stateless": utility}
+    return await _respond(
+        body, completion, None, f"chatcmpl-{uuid.uuid4().hex}", persona.id, headers
+    )
+
+
+async def _respond(
+    body: ChatRequest,
+    source: Turn | PlainCompletion,
+    turn: Turn | None,
+    cid: str,
+    model: str,
+    headers: dict[str, str],
+) -> Any:
+    """The response to a turn or a plain completion: one JSON, or an SSE stream."""
+    created = int(time.time())
+    stream = source.stream()
     # Pull the first chunk before answering, so an upstream that is down gets a real 502.
     try:
         first = await anext(stream, None)
@@ -230,21 +362,21 @@ async def chat_completions(
                 "choices": [
                     {
                         "index": 0,
-                        "finish_reason": turn.finish_reason or "stop",
+                        "finish_reason": source.finish_reason or "stop",
                         "message": {"role": "assistant", "content": "".join(parts)},
                     }
                 ],
-                "usage": _usage(turn),
+                "usage": _usage(source),
             },
             headers=headers,
         )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    steps = body.wants_steps()
+    steps = body.wants_steps() and turn is not None
 
     async def events() -> AsyncIterator[ServerSentEvent | bytes]:
         try:
-            if steps:
+            if steps and turn is not None:
                 yield _step("Memory activation", {"activated": _activated(turn)}, turn)
             yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"role": "assistant"})))
             if first:
@@ -252,18 +384,21 @@ async def chat_completions(
             async for text in stream:
                 yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"content": text})))
             yield ServerSentEvent(
-                json.dumps(_chunk(cid, created, model, {}, turn.finish_reason or "stop"))
+                json.dumps(_chunk(cid, created, model, {}, source.finish_reason or "stop"))
             )
             if include_usage:
-                usage_chunk = _chunk(cid, created, model, {}, None, _usage(turn))
+                usage_chunk = _chunk(cid, created, model, {}, None, _usage(source))
                 usage_chunk["choices"] = []
                 yield ServerSentEvent(json.dumps(usage_chunk))
-            if steps and turn.merged is not None:
+            if steps and turn is not None and turn.merged is not None:
                 yield _step("Memory report", await turn.merged, turn)
         except LLMError as exc:
-            yield ServerSentEvent(
-                json.dumps(error_body(502, f"the chat model failed: {exc}", "upstream_error"))
-            )
+            message = f"the chat model failed: {exc}"
+            # As reply text too: a client that shows only content (the NeMo UI's proxy
+            # drops an event without it) still tells the user why the reply stopped.
+            notice = {"content": f"\n\n[{message}]"}
+            yield ServerSentEvent(json.dumps(_chunk(cid, created, model, notice, "error")))
+            yield ServerSentEvent(json.dumps(error_body(502, message, "upstream_error")))
         finally:
             await stream.aclose()
         yield ServerSentEvent("[DONE]")

@@ -165,9 +165,13 @@ _OWUI_TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 _OPENING_WINDOW = 200
 
 _ST_QUIET_PREFIX = "ignore previous instructions"
+# Impersonate (public/scripts/openai.js:100, the default impersonation_prompt, sent last as
+# a system message, 999-1000): the model drafts the USER's next message, which the user
+# may then send as their own turn. A draft is not a reply: it is answered statelessly.
+_ST_IMPERSONATE_PREFIX = "[write your next reply from the point of view of"
 
 UTILITY_KINDS: frozenset[str] = frozenset(
-    {"header", "sillytavern:quiet", *_OWUI_TASK_NAMES.values()}
+    {"header", "sillytavern:quiet", "sillytavern:impersonate", *_OWUI_TASK_NAMES.values()}
     | {label for label, _ in _OWUI_TEMPLATES}
 )
 
@@ -270,6 +274,11 @@ def _sillytavern_quiet(messages: Sequence[Any]) -> str | None:
     # generateQuietPrompt: the instruction is the final system message.
     if _is_st_quiet_instruction(messages[-1]):
         return "sillytavern:quiet"
+    last = messages[-1]
+    if _role(last) == "system" and (_text(last) or "").lstrip().lower().startswith(
+        _ST_IMPERSONATE_PREFIX
+    ):
+        return "sillytavern:impersonate"
     # generateRaw: [system: instruction, user: text].
     if (
         len(messages) == 2

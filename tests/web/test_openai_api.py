@@ -112,9 +112,10 @@ def test_nemo_ui_request_shape_over_http(h: AppHarness) -> None:
         == "Hello there!"
     )
     assert [s["name"] for s in steps] == ["Memory activation", "Memory report"]
-    # Placeholders were not forwarded upstream.
+    # Placeholders were not forwarded upstream; temperature 0 is greedy (issue 15).
     sent = h.chat.chat_requests[-1].body
-    assert "max_tokens" not in sent and sent.get("temperature") != 0
+    assert "max_tokens" not in sent and "top_p" not in sent and "top_k" not in sent
+    assert "stop" not in sent and sent.get("temperature") == 0
     assert sent["model"] == "scripted"
 
 
@@ -172,7 +173,7 @@ def test_models_lists_personas(h: AppHarness) -> None:
             "model_not_found",
         ),
         ({"messages": []}, 400, "invalid_request"),
-        ({"messages": [{"role": "assistant", "content": "x"}]}, 400, "invalid_messages"),
+        ({"messages": [{"role": "system", "content": "x"}]}, 400, "invalid_messages"),
         ({"messages": [{"role": "user", "content": "  "}]}, 400, "invalid_messages"),
         ({"messages": "nope"}, 400, "invalid_request"),
         (

@@ -1,0 +1,144 @@
+"""The session a request's turn runs in: named by the client, found from the history it
+resent (``backend.engine.conversation_match``), or new; and what the turn does there.
+
+- A client that names its session (``X-Session-Id``, ``Conversation-Id``,
+  ``X-OpenWebUI-Chat-Id``, the WebSocket's ``conversation_id``) gets that session, or
+  one of its branches: an edit earlier in the history makes a new session
+  ``<id>~<suffix>``, and later requests of that conversation find whichever branch their
+  history continues.
+- A client that names none gets the most recent of the user's sessions with this persona
+  whose transcript its history continues (``MATCH_SESSIONS`` are looked at), or a new one.
+- A new session is seeded with the client's history (stored as already merged: the
+  hippocampus never re-reads history a client resends, so its facts are written once).
+
+Failure policy: store errors reach the caller; an id that belongs to another user is a
+``SessionConflict``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from backend.clock import Clock
+from backend.engine.conversation_match import ClientMessage, Final, Placement, place
+from backend.personas import PersonaRegistry
+from backend.stores.sessions import MAX_SESSION_ID, Session, SessionExists, SessionStore
+
+MATCH_SESSIONS = 20  # the user's most recent sessions a resent history is matched against
+BRANCHES = 200  # a conversation's branches looked at
+BRANCH_MARK = "~"
+# A one-message request that repeats the one message of a session regenerates its reply
+# only this soon after (later, it is a new chat that opens the same way).
+FIRST_TURN_REDO = timedelta(minutes=10)
+
+
+class SessionConflict(Exception):
+    """The session id belongs to another user (the web layer answers 404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    session: Session
+    created: bool
+    placement: Placement
+    seed: tuple[ClientMessage, ...] = ()  # a new session's history, stored as merged
+
+
+async def resolve(
+    sessions: SessionStore,
+    personas: PersonaRegistry,
+    clock: Clock,
+    *,
+    user_id: str,
+    persona_id: str | None,
+    session_id: str | None,
+    client: tuple[ClientMessage, ...],
+    final: Final,
+    whole_history: bool = False,
+) -> Resolved:
+    if session_id:
+        found = await asyncio.to_thread(sessions.get_session, session_id, user_id)
+        if found is None:
+            persona = personas.resolve(persona_id)
+            return await _create(sessions, user_id, persona.id, session_id, client, final)
+        candidates = [found, *await asyncio.to_thread(_branches, sessions, found)]
+        best = await _best(
+            sessions, candidates, client, final, identified=True, clock=clock,
+            whole_history=whole_history,
+        )  # fmt: skip
+        if best is not None:
+            return best
+        branch = f"{found.id[: MAX_SESSION_ID - 9]}{BRANCH_MARK}{uuid.uuid4().hex[:8]}"
+        return await _create(sessions, user_id, found.persona_id, branch, client, final)
+    persona = personas.resolve(persona_id)
+    candidates = await asyncio.to_thread(
+        sessions.list_sessions, user_id, persona.id, MATCH_SESSIONS
+    )
+    best = await _best(sessions, candidates, client, final, identified=False, clock=clock)
+    if best is not None:
+        return best
+    return await _create(sessions, user_id, persona.id, None, client, final)
+
+
+def _branches(sessions: SessionStore, session: Session) -> list[Session]:
+    base = session.id.split(BRANCH_MARK)[0][: MAX_SESSION_ID - 9] + BRANCH_MARK
+    listed = sessions.list_sessions(session.user_id, None, BRANCHES)
+    return [s for s in listed if s.id.startswith(base) and s.id != session.id]
+
+
+async def _best(
+    sessions: SessionStore,
+    candidates: list[Session],
+    client: tuple[ClientMessage, ...],
+    final: Final,
+    *,
+    identified: bool,
+    clock: Clock,
+    whole_history: bool = False,
+) -> Resolved | None:
+    """The candidate whose transcript the client's messages overlap most (the most recent
+    of equals: candidates come most recent first)."""
+    best: Resolved | None = None
+    for index, session in enumerate(candidates):
+        transcript = await asyncio.to_thread(sessions.transcript, session.id)
+        # A named session's own transcript needs no overlap; its branches do.
+        placement = place(
+            transcript,
+            client,
+            final,
+            identified=identified and index == 0,
+            whole_history=whole_history,
+        )
+        if placement is None:
+            continue
+        stale = clock.now() - session.updated_at > FIRST_TURN_REDO
+        if not identified and placement.overlap < 2 and stale:
+            continue  # the one-turn regeneration: only while that chat is fresh
+        if best is None or placement.overlap > best.placement.overlap:
+            best = Resolved(session, False, placement)
+    return best
+
+
+async def _create(
+    sessions: SessionStore,
+    user_id: str,
+    persona_id: str,
+    session_id: str | None,
+    client: tuple[ClientMessage, ...],
+    final: Final,
+) -> Resolved:
+    try:
+        created = await asyncio.to_thread(
+            sessions.create_session, user_id, persona_id, None, session_id
+        )
+    except SessionExists as exc:
+        raise SessionConflict(session_id) from exc
+    if final == "turn":  # the history is seeded; the last message is the turn's
+        return Resolved(created, True, Placement("turn", 0), client[:-1])
+    if final == "continue" and client and client[-1].role == "assistant":
+        # The reply to continue is stored as this turn's target.
+        return Resolved(created, True, Placement("continue", 0, client[-1:]), client[:-1])
+    return Resolved(created, True, Placement("reply", 0), client)

@@ -1,0 +1,410 @@
+"""Open WebUI and SillyTavern, replayed: the requests each client really sends (the
+fixtures in tests/web/clients/, each citing the client's source by file and line), against
+the app with scripted upstream models. Asserted: what the client would parse, how many
+sessions the server keeps, what the chat model was shown, what memory was written.
+
+The fixtures name the model ``limbic``; a real user picks a persona from ``/v1/models``,
+so the replay sends the default persona's id instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.llm.scripted_server import Reply
+from tests.web.harness import AppHarness
+
+CLIENTS = Path(__file__).parent / "clients"
+
+R1 = (
+    "Oh no, not the coffee! Is Mochi at least pretending to be sorry, or is she proudly "
+    "supervising the cleanup?"
+)
+R2 = (
+    "A tabby with territorial opinions, a classic. Have you tried giving her her own spot "
+    "on the desk, like a folded towel?"
+)
+FACT = {
+    "content": "The user's cat Mochi is a 3 year old tabby",
+    "category": "relationship",
+    "importance": 0.9,
+    "confidence": 0.95,
+    "subject": "user",
+    "keywords": ["mochi", "tabby"],
+}
+
+
+def hippo(facts: list[dict[str, Any]]) -> Reply:
+    body = {"background": "", "short_term": [], "long_term": facts, "user_emotion": None}
+    return Reply(chunks=[json.dumps(body)])
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[AppHarness]:
+    with AppHarness(tmp_path) as harness:
+        yield harness
+
+
+def fixture(name: str) -> dict[str, Any]:
+    data = json.loads((CLIENTS / f"{name}.json").read_text())
+    data["body"]["model"] = "companion"
+    return data
+
+
+def send(h: AppHarness, name: str, *, forward_headers: bool = True) -> tuple[httpx.Response, str]:
+    """POST a fixture as its client would; the reply text as the client reads it."""
+    data = fixture(name)
+    headers = {k: v for k, v in data["headers"].items() if not k.startswith("x-openwebui-")}
+    if forward_headers and name.startswith("openwebui/"):
+        # ENABLE_FORWARD_USER_INFO_HEADERS puts the same chat's headers on every request
+        # of it (utils/headers.py:196-199); the fixtures that show them are of one chat.
+        forwarded = fixture("openwebui/chat_turn2")["headers"]
+        headers |= {k: v for k, v in forwarded.items() if k.startswith("x-openwebui-")}
+    body = data["body"]
+    url = h.base_url + "/v1/chat/completions"
+    if not body.get("stream"):
+        r = httpx.post(url, json=body, headers=headers, timeout=30)
+        text = r.json()["choices"][0]["message"]["content"] if r.status_code == 200 else ""
+        return r, text
+    parts: list[str] = []
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as r:
+        if r.status_code != 200:
+            r.read()
+            return r, ""
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                event = json.loads(line[6:])
+                for choice in event.get("choices") or []:
+                    parts.append(choice["delta"].get("content") or "")
+    return r, "".join(parts)
+
+
+def sessions(h: AppHarness) -> list[Any]:
+    return h.services.sessions.list_sessions("local")
+
+
+def transcript(h: AppHarness, session_id: str) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in h.services.sessions.transcript(session_id)]
+
+
+def wait_merged(h: AppHarness, session_id: str, reports: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(h.services.sessions.turn_reports(session_id)) < reports:
+        assert time.monotonic() < deadline, "the merge did not finish"
+        time.sleep(0.02)
+    # The short-term patch of a redo runs right after; give the loop a moment.
+    time.sleep(0.05)
+
+
+def memories(h: AppHarness) -> list[str]:
+    r = httpx.get(h.base_url + "/api/personas/companion/memories")
+    return [m["content"] for m in r.json()["items"]]
+
+
+# --- Open WebUI 0.12.4 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("forward_headers", [False, True])
+def test_open_webui_conversation_is_one_session(h: AppHarness, forward_headers: bool) -> None:
+    """Turn 1, turn 2 with the whole history, a regeneration, a title, tags and follow-ups
+    (the seven-request session of issue 15): one session, each fact written once."""
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    r, text = send(h, "openwebui/chat_turn1", forward_headers=forward_headers)
+    assert r.status_code == 200 and text == R1
+    first = r.headers["x-session-id"]
+    wait_merged(h, first, 1)
+
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    r, text = send(h, "openwebui/chat_turn2", forward_headers=forward_headers)
+    assert r.status_code == 200 and text == R2
+    session = r.headers["x-session-id"]
+    if not forward_headers:
+        assert session == first  # found from the resent history
+    wait_merged(h, session, 2)
+    assert memories(h) == [FACT["content"]]
+    runs = len(h.hippocampus.chat_requests)
+
+    # Regenerate: the same history again. The reply is replaced; nothing is merged twice.
+    h.chat.enqueue(Reply(chunks=["A tabby who owns the desk. Classic."]))
+    r, text = send(h, "openwebui/regenerate", forward_headers=forward_headers)
+    assert r.status_code == 200 and r.headers["x-session-id"] == session
+    assert text == "A tabby who owns the desk. Classic."
+    time.sleep(0.2)
+    assert transcript(h, session)[-2:] == [
+        ("user", "Supervising, obviously. She's a 3 year old tabby and thinks the desk is hers."),
+        ("assistant", "A tabby who owns the desk. Classic."),
+    ]
+    # The title, tags and follow-ups tasks: plain completions on the background model.
+    for task, answer in (
+        ("task_title", '{ "title": "Mochi the Desk Cat" }'),
+        ("task_tags", '{ "tags": ["Pets"] }'),
+        ("task_follow_ups", '{ "follow_ups": ["How old is Mochi?"] }'),
+    ):
+        h.hippocampus.enqueue(Reply(chunks=[answer]))
+        r, text = send(h, f"openwebui/{task}", forward_headers=forward_headers)
+        assert r.status_code == 200 and text == answer  # what Open WebUI parses
+        assert "x-session-id" not in r.headers
+        sent = h.hippocampus.chat_requests[-1].body["messages"]
+        assert sent[-1]["content"].startswith("### Task:")  # as sent: no persona, no notes
+        assert not any("recalled_notes" in str(m.get("content")) for m in sent)
+    assert len(h.hippocampus.chat_requests) == runs + 3  # the tasks only: no merge ran
+    assert len(sessions(h)) == 1
+    assert memories(h) == [FACT["content"]]
+    assert not any("### Task" in m for m in memories(h))
+    texts = [text for _, text in transcript(h, session)]
+    assert not any("### Task" in t for t in texts)
+
+
+def test_open_webui_continue_extends_the_stored_reply(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=[R1]))
+    session = send(h, "openwebui/chat_turn1")[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=["A tabby with territorial opinions, a classic. Have you tried"]))
+    send(h, "openwebui/chat_turn2", forward_headers=False)
+    wait_merged(h, session, 2)
+
+    h.chat.enqueue(Reply(chunks=[" a folded towel?"]))
+    r, text = send(h, "openwebui/continue")
+    assert r.status_code == 200 and r.headers["x-session-id"] == session
+    assert text == " a folded towel?"  # Open WebUI appends what it receives
+    assert transcript(h, session)[-1] == (
+        "assistant",
+        "A tabby with territorial opinions, a classic. Have you tried a folded towel?",
+    )
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert shown[-2] == {
+        "role": "assistant",
+        "content": "A tabby with territorial opinions, a classic. Have you tried",
+    }
+    assert shown[-1]["role"] == "system" and "Continue your last message" in shown[-1]["content"]
+    assert len(sessions(h)) == 1
+
+
+def test_open_webui_edit_starts_a_branch_that_shares_memory(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    session = send(h, "openwebui/chat_turn1")[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    send(h, "openwebui/chat_turn2")
+    wait_merged(h, session, 2)
+
+    # The first message edited ("tea" for "coffee"): a one-message history that matches
+    # no transcript, so a session of its own; the parent is left as it was.
+    r, _ = send(h, "openwebui/edit_earlier")
+    branch = r.headers["x-session-id"]
+    assert r.status_code == 200 and branch != session
+    assert len(transcript(h, session)) == 4
+    assert transcript(h, branch)[0] == (
+        "user",
+        "Hi Juniper! Mochi knocked my tea off the desk again this morning.",
+    )
+    # Long-term memory is per user and persona: the branch recalls the parent's facts.
+    assert memories(h) == [FACT["content"]]
+    shown = json.dumps(h.chat.chat_requests[-1].body["messages"])
+    assert "Mochi is a 3 year old tabby" in shown
+
+
+def test_open_webui_edit_with_its_chat_id_is_a_named_branch(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=[R1]))
+    chat = {"x-openwebui-chat-id": "owui-chat-1"}
+    body = fixture("openwebui/chat_turn1")["body"]
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=body | {"stream": False}, headers=chat)
+    assert r.headers["x-session-id"] == "owui-chat-1"
+    wait_merged(h, "owui-chat-1", 1)
+    edited = fixture("openwebui/edit_earlier")["body"] | {"stream": False}
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=edited, headers=chat)
+    branch = r.headers["x-session-id"]
+    assert branch.startswith("owui-chat-1~")
+    # The next turn on the edited branch lands in the branch, not in the original.
+    wait_merged(h, branch, 1)
+    follow = edited["messages"] + [
+        {"role": "assistant", "content": "Hello there!"},
+        {"role": "user", "content": "And then she napped."},
+    ]
+    r = httpx.post(
+        h.base_url + "/v1/chat/completions", json=edited | {"messages": follow}, headers=chat
+    )
+    assert r.headers["x-session-id"] == branch
+    assert len(transcript(h, "owui-chat-1")) == 2
+
+
+def test_open_webui_image_parts_are_a_clear_400(h: AppHarness) -> None:
+    r, _ = send(h, "openwebui/image_part")
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "images_not_supported"
+    assert sessions(h) == []
+
+
+def test_open_webui_sampling_parameters_reach_the_model(h: AppHarness) -> None:
+    r, _ = send(h, "openwebui/sampling_params")
+    assert r.status_code == 200
+    sent = h.chat.chat_requests[-1].body
+    body = fixture("openwebui/sampling_params")["body"]
+    for key in ("stop", "seed", "top_p", "top_k", "min_p", "frequency_penalty",
+                "presence_penalty", "logit_bias", "temperature", "max_tokens"):  # fmt: skip
+        if key in body:
+            assert sent[key] == body[key], key
+
+
+def test_open_webui_search_queries_before_the_reply_are_stateless(h: AppHarness) -> None:
+    h.hippocampus.enqueue(Reply(chunks=['{ "queries": ["tabby cat desk"] }']))
+    r, text = send(h, "openwebui/task_queries_web_search")
+    assert r.status_code == 200 and json.loads(text) == {"queries": ["tabby cat desk"]}
+    assert sessions(h) == [] and h.chat.chat_requests == []
+
+
+# --- SillyTavern 1.12.6 ---------------------------------------------------------------------
+
+
+def st_turns(h: AppHarness) -> str:
+    """Turns 1 and 2 of the SillyTavern chat; the session id."""
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    r, _ = send(h, "sillytavern/chat_turn1")
+    session = r.headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    r, _ = send(h, "sillytavern/chat_turn2")
+    assert r.headers["x-session-id"] == session
+    wait_merged(h, session, 2)
+    return session
+
+
+def test_sillytavern_chat_is_one_session_and_the_greeting_is_kept(h: AppHarness) -> None:
+    session = st_turns(h)
+    assert transcript(h, session)[0] == (
+        "assistant",
+        "*Juniper looks up from her book.* Evening, Alex. How was the day?",
+    )
+    assert len(sessions(h)) == 1
+    # The card's system messages reach the model, after the persona's own prompt.
+    system = h.chat.chat_requests[-1].body["messages"][0]
+    assert system["role"] == "system" and "[Start a new Chat]" in system["content"]
+
+
+def test_sillytavern_swipe_replaces_the_reply_without_a_second_merge(h: AppHarness) -> None:
+    session = st_turns(h)
+    runs = len(h.hippocampus.chat_requests)
+    h.chat.enqueue(Reply(chunks=["Desk cats never apologise."]))
+    r, text = send(h, "sillytavern/swipe")
+    assert r.headers["x-session-id"] == session and text == "Desk cats never apologise."
+    time.sleep(0.2)
+    assert transcript(h, session)[-1] == ("assistant", "Desk cats never apologise.")
+    assert len(transcript(h, session)) == 5
+    assert len(h.hippocampus.chat_requests) == runs
+    assert memories(h) == [FACT["content"]]
+    # The swipe was prompted as the turn first was: the old reply is not in it.
+    assert R2 not in json.dumps(h.chat.chat_requests[-1].body["messages"])
+    # Short-term memory holds the new reply, not the old one.
+    state = h.services.sessions.load_state(session)
+    texts = [item["text"] for item in state.short_term]
+    assert "Desk cats never apologise." in texts and R2 not in texts
+
+
+def test_sillytavern_continue_with_its_nudge(h: AppHarness) -> None:
+    session = st_turns(h)
+    h.chat.enqueue(Reply(chunks=[" Have you tried a box?"]))
+    r, text = send(h, "sillytavern/continue")
+    assert r.status_code == 200 and r.headers["x-session-id"] == session
+    assert text == " Have you tried a box?"
+    assert transcript(h, session)[-1] == (
+        "assistant",
+        "A tabby with territorial opinions, a classic. Have you tried a box?",
+    )
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert "[Continue the following message" in shown[-1]["content"]
+
+
+def test_sillytavern_continue_prefill_ends_with_the_assistant_message(h: AppHarness) -> None:
+    session = st_turns(h)
+    h.chat.enqueue(Reply(chunks=[" Try a box."]))
+    r, _ = send(h, "sillytavern/continue_prefill")
+    assert r.status_code == 200 and r.headers["x-session-id"] == session
+    assert transcript(h, session)[-1][1].endswith("a classic. Try a box.")
+
+
+def test_sillytavern_group_nudge_asks_for_the_next_speaker(h: AppHarness) -> None:
+    h.chat.enqueue(Reply(chunks=["Juniper: Then let her sleep."]))
+    r, text = send(h, "sillytavern/group_nudge")
+    assert r.status_code == 200 and text == "Juniper: Then let her sleep."
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert shown[-1] == {"role": "system", "content": "[Write the next reply only as Juniper.]"}
+    session = r.headers["x-session-id"]
+    assert transcript(h, session)[-2:] == [
+        ("user", "There is! She is asleep on my keyboard right now."),
+        ("assistant", "Juniper: Then let her sleep."),
+    ]
+
+
+def test_sillytavern_post_history_instruction_comes_last(h: AppHarness) -> None:
+    r, _ = send(h, "sillytavern/post_history")
+    assert r.status_code == 200
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert shown[-2]["role"] == "user" and shown[-2]["content"].startswith("Supervising")
+    assert shown[-1]["role"] == "system" and shown[-1]["content"].startswith("[Stay in character")
+
+
+def test_sillytavern_example_dialogue_keeps_its_names(h: AppHarness) -> None:
+    r, _ = send(h, "sillytavern/example_dialogues")
+    assert r.status_code == 200
+    shown = h.chat.chat_requests[-1].body["messages"]
+    named = [m for m in shown if m.get("name", "").startswith("example_")]
+    assert [m["name"] for m in named] == ["example_user", "example_assistant"]
+    assert named[0]["content"] == "I had a rough day."
+    # History names are kept as the speaker's prefix.
+    assert shown[-1]["content"].startswith("Alex: Supervising")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sillytavern/quiet_prompt",
+        "sillytavern/summarize",
+        "sillytavern/summarize_raw",
+        "sillytavern/impersonate",
+    ],
+)
+def test_sillytavern_quiet_prompts_are_stateless(h: AppHarness, name: str) -> None:
+    session = st_turns(h)
+    before = transcript(h, session)
+    runs = len(h.hippocampus.chat_requests)
+    h.hippocampus.enqueue(Reply(chunks=["Alex and Juniper talk about Mochi."]))
+    r, text = send(h, name)
+    assert r.status_code == 200 and text == "Alex and Juniper talk about Mochi."
+    assert "x-session-id" not in r.headers
+    assert transcript(h, session) == before and len(sessions(h)) == 1
+    assert len(h.hippocampus.chat_requests) == runs + 1  # the completion; no merge
+    assert memories(h) == [FACT["content"]]
+
+
+def test_sillytavern_sampling_parameters(h: AppHarness) -> None:
+    data = fixture("sillytavern/sampling_params")
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=data["body"], headers=data["headers"])
+    # n: 2 is refused with a reason rather than answered with one choice.
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_n"
+    body = data["body"] | {"n": 1}
+    with httpx.stream("POST", h.base_url + "/v1/chat/completions", json=body) as r:
+        r.read()
+    assert r.status_code == 200
+    sent = h.chat.chat_requests[-1].body
+    assert sent["stop"] == [","]
+    for key in ("seed", "frequency_penalty", "presence_penalty", "top_k"):
+        if key in body:
+            assert sent[key] == body[key], key
+
+
+def test_sillytavern_image_parts_are_a_clear_400(h: AppHarness) -> None:
+    r, _ = send(h, "sillytavern/image_part")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "images_not_supported"
