@@ -252,7 +252,9 @@ class MemoryWorker:
                         return
                 finally:
                     await release_session(sessions.locks, held)
-                if loop.time() > deadline:
+                if loop.time() > deadline or session_id not in self._running:
+                    # No merge of it runs here: whoever merges it later reads the new
+                    # reply from the transcript.
                     return
                 await asyncio.sleep(delay)
                 delay = min(MAX_POLL_S, delay * 2)

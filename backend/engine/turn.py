@@ -410,7 +410,8 @@ class TurnEngine:
                     request.client_messages(),
                     request.final,
                     identified=True,
-                    whole_history=request.whole_history,
+                    # A session found by its history: the client sent the whole of it.
+                    whole_history=request.whole_history or not request.session_id,
                 ) or Placement("turn" if request.final == "turn" else "reply", 0)
             # The client's messages the server lacks, in order, before this turn's own.
             for missing in placement.missing:
