@@ -20,7 +20,7 @@ reads it. Request bodies (``proxy/request-transformers.js``):
 turns into ``<intermediatestep>`` tags the UI shows as steps (:21-46, :68-82): **Memory
 activation** before the reply, **Memory report** after it. The UI never says whether it
 wants steps over HTTP (no request field carries its setting), so they are always sent;
-the report is waited for at most ``MEMORY_REPORT_WAIT_S`` (see ``memory_report``).
+the report is waited for at most ``turn_steps.MEMORY_REPORT_WAIT_S``.
 
 A chat model failing after the reply began cannot change the status any more: the
 stream gets a last ``data: {"value": "\\n\\n[the chat model failed: ...]"}`` (shown by every
@@ -32,7 +32,6 @@ Before the first token it is a 502, as on the chat routes.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -47,7 +46,6 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from backend.engine.report import activation_part
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.llm.port import LLMError
 from backend.personas import UnknownPersona
@@ -56,6 +54,7 @@ from backend.web import openai_api
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
 from backend.web.schemas import ERROR_RESPONSES
+from backend.web.turn_steps import activation_payload, memory_report
 
 log = logging.getLogger(__name__)
 router = APIRouter(
@@ -67,40 +66,7 @@ router = APIRouter(
     },
 )
 
-# How long a reply's end waits for the turn's memory report before the stream (HTTP) or
-# the turn (WebSocket ``complete``) ends. The NeMo UI keeps its "Stop Generating" state,
-# input locked, until then, and drops what comes later (Chat.tsx:753-762 over WebSocket),
-# so the wait is bounded: the hippocampus runs alongside the reply from the turn's start,
-# and on the default local preset the merge ends about 4.8 s after the last token
-# (docs/benchmarks.md, "Chat latency"); 10 s covers that on a loaded 2-core machine. A
-# merge still running then is reported as pending (the report lands in
-# ``GET /api/sessions/{id}``); the reply itself is stored long before.
-MEMORY_REPORT_WAIT_S = 10.0
-
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
-
-
-async def memory_report(turn: Turn, timeout: float | None = None) -> dict[str, Any] | None:
-    """The turn's memory report once merged, waiting at most ``timeout`` seconds (default
-    ``MEMORY_REPORT_WAIT_S``); on timeout a stub saying so; None when the merge failed."""
-    assert turn.merged is not None
-    wait = MEMORY_REPORT_WAIT_S if timeout is None else timeout
-    try:
-        # Shielded: giving up waiting must not cancel the memory worker's future.
-        return await asyncio.wait_for(asyncio.shield(turn.merged), wait)
-    except TimeoutError:
-        return {
-            "pending": True,
-            "detail": f"the memory merge was still running after {wait:g} s; its report "
-            f"will be in GET /api/sessions/{turn.session.id}",
-        }
-    except Exception:
-        log.exception("merge failed in session %s", turn.session.id)
-        return None
-
-
-def activation_payload(turn: Turn) -> dict[str, Any]:
-    return {"activated": activation_part(turn.activation)["activated"]}
 
 
 class GenerateRequest(BaseModel):

@@ -36,6 +36,7 @@ from backend.storable_text import unstorable_reason
 from backend.web.chat_messages import ChatInput, part_text, read_messages
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
+from backend.web.turn_steps import activation_payload, memory_report
 from backend.web.utility_requests import utility_kind
 
 log = logging.getLogger(__name__)
@@ -277,6 +278,21 @@ async def _begin(services: Any, turn_request: TurnRequest) -> Turn:
 async def chat_completions(
     request: Request, body: ChatRequest, user: UserDep, services: ServicesDep
 ) -> Any:
+    return await _chat(request, body, user, services, steps=body.wants_steps())
+
+
+async def nemo_chat_stream(
+    request: Request, body: ChatRequest, user: UserDep, services: ServicesDep
+) -> Any:
+    """``/chat/stream``, the NeMo Agent Toolkit UI's path: the same turn, with the memory
+    steps always (the UI shows every ``intermediate_data:`` line, and no version of it
+    says whether it wants them: its proxy, response-processors.js:21-46, 68-82)."""
+    return await _chat(request, body, user, services, steps=True)
+
+
+async def _chat(
+    request: Request, body: ChatRequest, user: str, services: Any, *, steps: bool
+) -> Any:
     chat = _read(body, services.engine.chat)
     headers_in = {key.lower(): value for key, value in request.headers.items()}
     utility = utility_kind(headers_in, body.model_dump(exclude_none=True))
@@ -285,7 +301,8 @@ async def chat_completions(
     limit = services.settings.server.max_message_chars
     turn = await _begin(services, _turn_request(request, body, user, limit, chat))
     headers = {"X-Session-Id": turn.session.id}
-    return await _respond(body, turn, turn, f"chatcmpl-{turn.turn_id}", turn.persona.id, headers)
+    cid = f"chatcmpl-{turn.turn_id}"
+    return await _respond(body, turn, turn if steps else None, cid, turn.persona.id, headers)
 
 
 async def _plain(body: ChatRequest, services: Any, chat: ChatInput, utility: str) -> Any:
@@ -330,7 +347,8 @@ async def _respond(
     model: str,
     headers: dict[str, str],
 ) -> Any:
-    """The response to a turn or a plain completion: one JSON, or an SSE stream."""
+    """The response to a turn or a plain completion: one JSON, or an SSE stream (with
+    ``turn``: framed by the memory steps)."""
     created = int(time.time())
     stream = source.stream()
     # Pull the first chunk before answering, so an upstream that is down gets a real 502.
@@ -372,12 +390,12 @@ async def _respond(
         )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    steps = body.wants_steps() and turn is not None
+    steps = turn is not None
 
     async def events() -> AsyncIterator[ServerSentEvent | bytes]:
         try:
             if steps and turn is not None:
-                yield _step("Memory activation", {"activated": _activated(turn)}, turn)
+                yield _step("Memory activation", activation_payload(turn), turn)
             yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"role": "assistant"})))
             if first:
                 yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"content": first})))
@@ -391,7 +409,9 @@ async def _respond(
                 usage_chunk["choices"] = []
                 yield ServerSentEvent(json.dumps(usage_chunk))
             if steps and turn is not None and turn.merged is not None:
-                yield _step("Memory report", await turn.merged, turn)
+                report = await memory_report(turn)  # bounded: the UI waits for the end
+                if report is not None:
+                    yield _step("Memory report", report, turn)
         except LLMError as exc:
             message = f"the chat model failed: {exc}"
             # As reply text too: a client that shows only content (the NeMo UI's proxy
@@ -406,14 +426,8 @@ async def _respond(
     return EventSourceResponse(events(), headers=headers, ping=15)
 
 
-def _activated(turn: Turn) -> list[dict[str, Any]]:
-    from backend.engine.report import activation_part
-
-    return activation_part(turn.activation)["activated"]
-
-
 router.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
-router.add_api_route("/chat/stream", chat_completions, methods=["POST"], include_in_schema=False)
+router.add_api_route("/chat/stream", nemo_chat_stream, methods=["POST"], include_in_schema=False)
 
 
 @router.get("/v1/models")

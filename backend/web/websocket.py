@@ -30,7 +30,7 @@ The UI appends only ``in_progress`` text (utils/chatTransform.ts:19-28; ``comple
 skipped: Chat.tsx:807-810) and, 200 ms after ``complete``, drops everything else for that
 message (Chat.tsx:744-762), so the memory report comes *before* ``complete``, as one more
 intermediate step: the UI merges it into the reply's steps block (Chat.tsx:616-650) like
-the activation. Waiting for it is bounded by ``nemo_api.MEMORY_REPORT_WAIT_S`` (10 s; its
+the activation. Waiting for it is bounded by ``turn_steps.MEMORY_REPORT_WAIT_S`` (10 s; its
 comment gives the reasons) — the reply text is on screen meanwhile; a merge still running
 then is reported as pending. The alternative, a report after ``complete``, is lost in the
 UI, or worse: once the user has sent the next message it would open a stray reply bubble.
@@ -76,7 +76,7 @@ from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
 from backend.stores.sessions import MAX_SESSION_ID
 from backend.web.deps import websocket_user
-from backend.web.nemo_api import memory_report
+from backend.web.turn_steps import memory_report
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["websocket"])

@@ -119,6 +119,18 @@ def test_nemo_ui_request_shape_over_http(h: AppHarness) -> None:
     assert sent["model"] == "scripted"
 
 
+def test_the_nemo_ui_path_always_gets_the_memory_steps(h: AppHarness) -> None:
+    # No version of the UI sends a flag for steps, and it shows every one it gets
+    # (NeMo-Agent-Toolkit-UI proxy/response-processors.js:21-46, 68-82).
+    body = {"messages": [{"role": "user", "content": "hi"}], "model": "placeholder", "stream": True}
+    with httpx.stream("POST", h.base_url + "/chat/stream", json=body) as r:
+        lines = sse_lines(r)
+    steps = [json.loads(line[19:]) for line in lines if line.startswith("intermediate_data: ")]
+    assert [s["name"] for s in steps] == ["Memory activation", "Memory report"]
+    assert all(s["id"] and isinstance(s["payload"], str) for s in steps)
+    assert lines[-1] == "data: [DONE]"
+
+
 def test_no_intermediate_data_by_default(h: AppHarness) -> None:
     body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
     with httpx.stream("POST", h.base_url + "/v1/chat/completions", json=body) as r:

@@ -18,7 +18,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from backend.web import nemo_api
+from backend.web import turn_steps
 from tests.llm.scripted_server import Reply
 from tests.web.harness import HIPPOCAMPUS_OK, AppHarness
 
@@ -481,7 +481,7 @@ async def test_a_refused_message_is_shown_and_ends_the_spinner(h: AppHarness) ->
 async def test_a_slow_merge_is_reported_pending_before_complete(
     h: AppHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nemo_api, "MEMORY_REPORT_WAIT_S", 0.05)
+    monkeypatch.setattr(turn_steps, "MEMORY_REPORT_WAIT_S", 0.05)
     h.hippocampus.enqueue(Reply(chunks=[HIPPOCAMPUS_OK], first_token_delay_s=3))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("hi", "conv-slow"))
