@@ -88,6 +88,7 @@ def build_main_messages(
     examples: Sequence[Mapping[str, Any]] = (),
     continuing: str | None = None,
     instruction: str | None = None,
+    images: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The OpenAI-format messages the main model streams its reply from.
 
@@ -97,7 +98,8 @@ def build_main_messages(
     after the system message. ``user_message`` None: a reply with no new user message (a
     group chat's next speaker). ``continuing``: the reply to continue, as the last
     assistant message. ``instruction``: the client's instruction for this reply (its
-    system messages after the last user message), last.
+    system messages after the last user message), last. ``images``: the user message's
+    image parts (for a chat model that takes images).
     """
     earlier = dict(earlier_notes or {})
     parts = [system_prompt.strip(), (client_system or "").strip()]
@@ -116,7 +118,10 @@ def build_main_messages(
     block = memory_block(state.background, memories)
     if block:
         messages.append({"role": "system", "content": block})
-    if user_message is not None:
+    if user_message is not None and images:
+        parts = [{"type": "text", "text": user_message}, *(dict(part) for part in images)]
+        messages.append({"role": "user", "content": parts})
+    elif user_message is not None:
         messages.append({"role": "user", "content": user_message})
     if continuing is not None:
         messages.append({"role": "assistant", "content": continuing})

@@ -86,6 +86,9 @@ class TurnRequest:
     sampling: Sampling | None = None
     # The client always sends the whole conversation (``conversation_match.place``).
     whole_history: bool = False
+    # The new message's image parts, for a chat model that takes images (the transcript
+    # and the memory keep the text).
+    images: Sequence[Mapping[str, Any]] = ()
 
     def client_messages(self) -> tuple[ClientMessage, ...]:
         messages = [
@@ -507,6 +510,7 @@ class TurnEngine:
                 examples=request.examples,
                 continuing=turn._base if kind == "continue" else None,
                 instruction=request.instruction,
+                images=request.images if kind == "turn" else (),
             )
             self.shown_notes.record(session.id, notes)
         except BaseException:

@@ -44,6 +44,8 @@ class ChatInput:
     examples: tuple[dict[str, Any], ...] = ()
     instruction: str | None = None
     image_parts: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    # The new user message's own image parts (what a turn shows a model that takes images).
+    final_image_parts: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
 
 def part_text(content: Any) -> str:
@@ -114,6 +116,9 @@ def read_messages(messages: Sequence[Mapping[str, Any]]) -> ChatInput | None:
         examples=tuple(examples),
         instruction=instruction or None,
         image_parts=tuple(images),
+        final_image_parts=tuple(image_parts(messages[last].get("content")))
+        if final == "turn"
+        else (),
     )
 
 

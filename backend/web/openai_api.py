@@ -189,6 +189,7 @@ def _turn_request(
         sampling=body.sampling(),
         # Open WebUI always sends the whole branch of the chat it names.
         whole_history="x-openwebui-chat-id" in request.headers,
+        images=chat.final_image_parts,
     )
 
 

@@ -408,3 +408,17 @@ def test_sillytavern_sampling_parameters(h: AppHarness) -> None:
 def test_sillytavern_image_parts_are_a_clear_400(h: AppHarness) -> None:
     r, _ = send(h, "sillytavern/image_part")
     assert r.status_code == 400 and r.json()["error"]["code"] == "images_not_supported"
+
+
+def test_images_reach_a_chat_model_that_takes_them(h: AppHarness) -> None:
+    h.services.engine.chat._supports_images = True  # type: ignore[attr-defined]  # chat.vision
+    r, _ = send(h, "openwebui/image_part")
+    assert r.status_code == 200
+    last = h.chat.chat_requests[-1].body["messages"][-1]
+    assert last["role"] == "user" and isinstance(last["content"], list)
+    assert last["content"][0] == {"type": "text", "text": "Look at Mochi in the laundry basket!"}
+    assert last["content"][1]["type"] == "image_url"
+    assert last["content"][1]["image_url"]["url"].startswith("data:image/")
+    # The transcript keeps the text.
+    session = r.headers["x-session-id"]
+    assert transcript(h, session)[0] == ("user", "Look at Mochi in the laundry basket!")
