@@ -13,6 +13,7 @@ from backend.llm.port import (
     JsonSchema,
     LLMUnavailable,
     Message,
+    Sampling,
     StreamingChatModel,
     TextDelta,
     ToolSpec,
@@ -51,6 +52,7 @@ class _StandIn(StreamingChatModel):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         yield TextDelta(self._text())
         yield Finish("stop")
@@ -126,6 +128,7 @@ class FlakyHippocampus(StreamingChatModel):
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncIterator[Delta]:
         self.calls += 1
         if self.calls % self.every == 0:
@@ -136,6 +139,7 @@ class FlakyHippocampus(StreamingChatModel):
             json_schema=json_schema,
             temperature=temperature,
             max_tokens=max_tokens,
+            sampling=sampling,
         ):
             yield delta
 

@@ -64,11 +64,15 @@ async def resolve(
         if found is None:
             persona = personas.resolve(persona_id)
             return await _create(sessions, user_id, persona.id, session_id, client, final)
-        candidates = [found, *await asyncio.to_thread(_branches, sessions, found)]
+        if plain_turn(client, final, whole_history):  # no transcript needed
+            return Resolved(found, False, Placement("turn", 0))
         best = await _best(
-            sessions, candidates, client, final, identified=True, clock=clock,
+            sessions, [found], client, final, identified=True, clock=clock,
             whole_history=whole_history,
         )  # fmt: skip
+        if best is None:  # the history left the named session: one of its branches?
+            branches = await asyncio.to_thread(_branches, sessions, found)
+            best = await _best(sessions, branches, client, final, identified=False, clock=clock)
         if best is not None:
             return best
         branch = f"{found.id[: MAX_SESSION_ID - 9]}{BRANCH_MARK}{uuid.uuid4().hex[:8]}"
@@ -102,15 +106,10 @@ async def _best(
     """The candidate whose transcript the client's messages overlap most (the most recent
     of equals: candidates come most recent first)."""
     best: Resolved | None = None
-    for index, session in enumerate(candidates):
+    for session in candidates:
         transcript = await asyncio.to_thread(sessions.transcript, session.id)
-        # A named session's own transcript needs no overlap; its branches do.
         placement = place(
-            transcript,
-            client,
-            final,
-            identified=identified and index == 0,
-            whole_history=whole_history,
+            transcript, client, final, identified=identified, whole_history=whole_history
         )
         if placement is None:
             continue
@@ -119,7 +118,15 @@ async def _best(
             continue  # the one-turn regeneration: only while that chat is fresh
         if best is None or placement.overlap > best.placement.overlap:
             best = Resolved(session, False, placement)
+        if placement.overlap >= 2:
+            break  # the most recent session a whole exchange lines up with
     return best
+
+
+def plain_turn(client: tuple[ClientMessage, ...], final: Final, whole_history: bool) -> bool:
+    """A named session's request that is only its new message (the ``openai`` SDK with
+    ``X-Session-Id``, the browser UI): a new turn, whatever the transcript holds."""
+    return len(client) == 1 and final == "turn" and not whole_history
 
 
 async def _create(

@@ -35,7 +35,7 @@ from backend.engine.memory_worker import MemoryWorker, PendingTurn
 from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
-from backend.engine.session_placement import Resolved, SessionConflict, resolve
+from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
 from backend.engine.shown_notes import ShownNotes
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
@@ -174,6 +174,9 @@ class Turn:
             raise
         except (asyncio.CancelledError, GeneratorExit):
             self.status, self.error = "incomplete", "the client went away"
+            raise
+        except Exception as exc:  # a bug, not the model: the row still gets a final status
+            self.status, self.error = "incomplete", f"the turn failed: {exc!r}"
             raise
         finally:
             self.reply = "".join(parts)
@@ -406,7 +409,11 @@ class TurnEngine:
                 )
                 _, merged_seq = await load_state(self.sessions, session.id)
             placement = resolved.placement
-            if not created:  # re-read under the lock: another turn may have come first
+            plain = created or (
+                bool(request.session_id)
+                and plain_turn(request.client_messages(), request.final, request.whole_history)
+            )
+            if not plain:  # re-read under the lock: another turn may have come first
                 transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
                 placement = place(
                     transcript,
@@ -427,8 +434,7 @@ class TurnEngine:
                 )
                 if placement.kind == "continue" and missing.role == "assistant":
                     placement = dataclasses.replace(placement, target=stored_missing)
-            transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
-            unmerged = [m for m in transcript if m.seq > merged_seq]
+            unmerged = await asyncio.to_thread(self.sessions.messages_after, session.id, merged_seq)
             stored: Message | None = None
             if placement.kind == "turn":
                 # 1. The user's message is committed before any model is called.
@@ -449,7 +455,9 @@ class TurnEngine:
         kind = placement.kind if redo or placement.kind == "turn" else "reply"
         user_text = request.text
         if kind != "turn":
-            before = placement.target.seq if redo and placement.target else transcript[-1].seq + 1
+            transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
+            last = transcript[-1].seq if transcript else 0
+            before = placement.target.seq if redo and placement.target else last + 1
             asked = [m for m in transcript if m.role == "user" and m.seq < before]
             user_msg = asked[-1] if asked else None
             user_text = user_msg.content if user_msg is not None else ""
@@ -483,7 +491,9 @@ class TurnEngine:
             turn._redo_report = loop.create_future()
             turn._redo_emotion = reports.emotion_part(state.user_emotion)
         else:
-            user_seq = stored.seq if stored is not None else transcript[-1].seq + 1
+            # A reply with no user message: its row comes next in the transcript.
+            following = unmerged[-1].seq if unmerged else merged_seq
+            user_seq = stored.seq if stored is not None else following + 1
             turn._pending = PendingTurn(
                 turn, user_seq, loop.create_future(), loop.create_future(), loop.create_future()
             )

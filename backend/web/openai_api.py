@@ -418,7 +418,7 @@ async def _respond(
             # As reply text too: a client that shows only content (the NeMo UI's proxy
             # drops an event without it) still tells the user why the reply stopped.
             notice = {"content": f"\n\n[{message}]"}
-            yield ServerSentEvent(json.dumps(_chunk(cid, created, model, notice, "error")))
+            yield ServerSentEvent(json.dumps(_chunk(cid, created, model, notice)))
             yield ServerSentEvent(json.dumps(error_body(502, message, "upstream_error")))
         finally:
             await stream.aclose()

@@ -422,3 +422,27 @@ def test_images_reach_a_chat_model_that_takes_them(h: AppHarness) -> None:
     # The transcript keeps the text.
     session = r.headers["x-session-id"]
     assert transcript(h, session)[0] == ("user", "Look at Mochi in the laundry basket!")
+
+
+def test_a_slow_task_never_holds_up_the_chat(h: AppHarness) -> None:
+    """A client's task runs on the background model, outside the session's turn order: a
+    chat turn sent while a title is still being generated is answered first."""
+    import threading
+
+    h.hippocampus.enqueue(Reply(chunks=['{ "title": "Mochi" }'], first_token_delay_s=3))
+    done = threading.Event()
+
+    def title() -> None:
+        send(h, "openwebui/task_title")
+        done.set()
+
+    worker = threading.Thread(target=title)
+    worker.start()
+    while not h.hippocampus.chat_requests:  # the task has reached the background model
+        time.sleep(0.01)
+    h.chat.enqueue(Reply(chunks=[R1]))
+    r, text = send(h, "openwebui/chat_turn1")
+    assert r.status_code == 200 and text == R1
+    assert not done.is_set()  # the title is still being written
+    worker.join(timeout=30)
+    assert done.is_set()

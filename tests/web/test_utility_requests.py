@@ -39,7 +39,8 @@ EXPECTED: dict[str, str | None] = {
     "sillytavern/example_dialogues": None,
     "sillytavern/group_nudge": None,
     "sillytavern/image_part": None,
-    "sillytavern/impersonate": None,
+    # A draft of the USER's next message, not a reply: answered statelessly.
+    "sillytavern/impersonate": "sillytavern:impersonate",
     "sillytavern/names_in_content": None,
     "sillytavern/post_history": None,
     "sillytavern/quiet_prompt": "sillytavern:quiet",
@@ -203,10 +204,12 @@ def test_system_ignore_prefix_not_last_is_a_chat_turn() -> None:
 
 
 def test_st_nudges_are_not_quiet() -> None:
-    for name in ("group_nudge", "continue", "impersonate", "post_history"):
+    for name in ("group_nudge", "continue", "post_history"):
         last = _load(f"sillytavern/{name}")["body"]["messages"][-1]
         assert last["role"] == "system", name
         assert utility_kind({}, _load(f"sillytavern/{name}")["body"]) is None
+    impersonate = _load("sillytavern/impersonate")["body"]
+    assert utility_kind({}, impersonate) == "sillytavern:impersonate"
 
 
 @pytest.mark.parametrize(
