@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from backend.stores.sessions import Message
@@ -60,6 +61,25 @@ class Placement:
     target: Message | None = None  # the reply a regeneration replaces / a continue extends
 
 
+def tail_needed(client: Sequence[ClientMessage]) -> int:
+    """How many of a transcript's last messages ``place`` needs for ``client``: a longer
+    stored tail than the client's messages plus a reply is a branch anyway (one more, to
+    tell a whole transcript from its tail)."""
+    return len(client) + 2
+
+
+def plausible(last: Sequence[Message], client: Sequence[ClientMessage]) -> bool:
+    """Whether a transcript ending with ``last`` (its last two messages) can be continued
+    by ``client`` at all: its last message is one of the client's, or it is the reply to
+    the client's last message (a regeneration). A cheap test before reading more."""
+    if not last:
+        return True
+    if any(same(last[-1], sent) for sent in client):
+        return True
+    return len(last) > 1 and last[-1].role == "assistant" and same(last[-2], client[-1])
+
+
+@lru_cache(maxsize=8192)  # a resent history is compared with several transcripts
 def normal(text: str) -> str:
     return " ".join(text.split())
 
@@ -88,6 +108,7 @@ def place(
     *,
     identified: bool,
     whole_history: bool = False,
+    complete: bool = True,
 ) -> Placement | None:
     """How ``client`` (the request's user/assistant messages, its last one included)
     continues ``transcript``; None when it does not. ``final`` says what the last client
@@ -109,7 +130,8 @@ def place(
         placement = _classify(tail, client, matched, final)
         if placement is None:
             continue
-        if not _enough(placement.overlap, start, stored, client, identified):
+        from_start = start == 0 and complete
+        if not _enough(placement.overlap, from_start, stored, client, identified):
             continue
         best = placement
         break  # the earliest start is the longest overlap
@@ -159,14 +181,14 @@ def _classify(
 
 def _enough(
     overlap: int,
-    start: int,
+    from_start: bool,
     stored: Sequence[Message],
     client: Sequence[ClientMessage],
     identified: bool,
 ) -> bool:
     if identified:  # the client named the session: any overlap, or nothing stored yet
         return overlap >= 1 or not stored
-    if start == 0:
+    if from_start:
         if overlap >= MIN_OVERLAP_FROM_START:
             return True
         # A one-message request that regenerates a one-turn session.

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from backend.clock import Clock
-from backend.engine.conversation_match import ClientMessage, Final, Placement, place
+from backend.engine.conversation_match import (
+    ClientMessage,
+    Final,
+    Placement,
+    place,
+    plausible,
+    tail_needed,
+)
 from backend.personas import PersonaRegistry
 from backend.stores.sessions import MAX_SESSION_ID, Session, SessionExists, SessionStore
 
@@ -106,10 +113,21 @@ async def _best(
     """The candidate whose transcript the client's messages overlap most (the most recent
     of equals: candidates come most recent first)."""
     best: Resolved | None = None
+    needed = tail_needed(client)
     for session in candidates:
-        transcript = await asyncio.to_thread(sessions.transcript, session.id)
+        # Only the transcript's end can line up with the client's messages: its last two
+        # say whether it may, then as many as the client sent (not the whole transcript).
+        last = await asyncio.to_thread(sessions.tail, session.id, 2)
+        if not plausible(last, client):
+            continue
+        rows = await asyncio.to_thread(sessions.tail, session.id, needed)
         placement = place(
-            transcript, client, final, identified=identified, whole_history=whole_history
+            rows,
+            client,
+            final,
+            identified=identified,
+            whole_history=whole_history,
+            complete=len(rows) < needed,
         )
         if placement is None:
             continue

@@ -30,7 +30,13 @@ from typing import Any, Literal
 
 from backend.clock import Clock
 from backend.engine import report as reports
-from backend.engine.conversation_match import ClientMessage, Final, Placement, place
+from backend.engine.conversation_match import (
+    ClientMessage,
+    Final,
+    Placement,
+    place,
+    tail_needed,
+)
 from backend.engine.memory_worker import MemoryWorker, PendingTurn
 from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
@@ -414,14 +420,17 @@ class TurnEngine:
                 and plain_turn(request.client_messages(), request.final, request.whole_history)
             )
             if not plain:  # re-read under the lock: another turn may have come first
-                transcript = await asyncio.to_thread(self.sessions.transcript, session.id)
+                client = request.client_messages()
+                needed = tail_needed(client)
+                rows = await asyncio.to_thread(self.sessions.tail, session.id, needed)
                 placement = place(
-                    transcript,
-                    request.client_messages(),
+                    rows,
+                    client,
                     request.final,
                     identified=True,
                     # A session found by its history: the client sent the whole of it.
                     whole_history=request.whole_history or not request.session_id,
+                    complete=len(rows) < needed,
                 ) or Placement("turn" if request.final == "turn" else "reply", 0)
             # The client's messages the server lacks, in order, before this turn's own.
             for missing in placement.missing:

@@ -319,6 +319,15 @@ class SessionStore:
         )
         return [message_from_row(row) for row in rows]
 
+    def tail(self, session_id: str, count: int) -> list[Message]:
+        """The session's last ``count`` messages, in ``seq`` order."""
+        rows = self._read(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = :id"
+            " ORDER BY seq DESC LIMIT :n",
+            {"id": session_id, "n": max(0, count)},
+        )
+        return [message_from_row(row) for row in reversed(rows)]
+
     def messages_after(self, session_id: str, seq: int) -> list[Message]:
         """The session's messages with a ``seq`` above ``seq``, in order."""
         rows = self._read(
