@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from backend.engine.conversation_match import ClientMessage, place
+from backend.engine.conversation_match import ClientMessage, place, plausible
 from backend.stores.sessions import Message
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -133,3 +133,23 @@ def test_a_one_message_request_regenerates_a_one_turn_session_only() -> None:
     assert placement is not None and placement.kind == "regenerate"
     two_turns = transcript(("user", "x"), ("assistant", "y"), ("user", "hi"), ("assistant", "Hey"))
     assert place(two_turns, client(("user", "hi")), "turn", identified=False) is None
+
+
+def test_a_transcript_tail_is_not_taken_for_its_start() -> None:
+    # The last two messages of a longer transcript, and a client that sent only those:
+    # as a whole transcript that is a full exchange; as a tail, too little to go on.
+    tail = STORED[-2:]
+    sent = client(("user", "She knocked my coffee over."), ("assistant", "Oh no, poor coffee."),
+                  ("user", "Any tips?"))  # fmt: skip
+    assert place(tail, sent, "turn", identified=False) is not None
+    assert place(tail, sent, "turn", identified=False, complete=False) is None
+
+
+def test_only_plausible_transcripts_are_read_further() -> None:
+    sent = client(("user", "She knocked my coffee over."), ("assistant", "Oh no, poor coffee."),
+                  ("user", "Any tips?"))  # fmt: skip
+    assert plausible(STORED[-2:], sent)  # ends with one of the client's messages
+    redo = client(("user", "My cat is called Mochi."), ("assistant", "Mochi is a lovely name!"),
+                  ("user", "She knocked my coffee over."))  # fmt: skip
+    assert plausible(STORED[-2:], redo)  # ends with the reply to the client's last
+    assert not plausible(STORED[-2:], client(("user", "Something else entirely.")))
