@@ -12,6 +12,12 @@ save gate, user emotion, memory report) is the memory worker's
 turns; the background steps themselves are in ``backend.engine.merge``; loading, seeding
 and saving the session's memory state in ``backend.engine.session_state``.
 
+Which session a request's turn runs in, and what it does there, is
+``backend.engine.session_placement``'s: a new turn; a redo (a regeneration replaces the
+turn's stored reply, a continuation extends it: neither adds a turn or runs the
+hippocampus again, so the turn's memories are written once); or one more reply with no
+user message (a group chat's next speaker), which the memory worker folds in verbatim.
+
 Failure policy: the hippocampus can never break or delay a reply (failure, timeout or
 garbage → the deterministic fallback, reported); activation trouble yields no recalled
 memories; a main-model failure is raised to the caller after the partial reply has been
