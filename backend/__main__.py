@@ -1,4 +1,10 @@
-"""The ``limbic-memory`` command line: serve (default), chat, demo, mcp, personas."""
+"""The ``limbic-memory`` command line: serve (default), chat, demo, mcp, personas, doctor.
+
+One process owns an embedded data directory (``backend.data_dir_lock``): while a server
+owns it, ``chat``, ``mcp``, ``personas import`` and ``demo --data-dir`` go through that
+server's HTTP API (``backend.cli_remote``); while another CLI command owns it, they stop
+with a message that names it (exit status 1).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,9 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("serve", help="start the web app")
 
-    chat = commands.add_parser("chat", help="chat in the terminal, in-process")
+    chat = commands.add_parser(
+        "chat", help="chat in the terminal (in-process, or through the server that runs)"
+    )
     chat.add_argument("-m", "--message", help="send one message and exit")
     chat.add_argument("--session", help="continue this session id")
     chat.add_argument("--persona", help="persona id (default: the configured default)")
@@ -62,7 +70,33 @@ def _build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace a persona with the same id"
     )
     importer.add_argument("--id", dest="persona_id", help="the persona id (default: from the name)")
+
+    doctor = commands.add_parser(
+        "doctor", help="check the data directory's stores (docs/reliability.md)"
+    )
+    doctor.add_argument("--repair", action="store_true", help="repair what can be repaired")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     return parser
+
+
+def _server_url(settings, command: str) -> str | int | None:  # type: ignore[no-untyped-def]
+    """The URL of the server that owns the data directory (use its API), None (open the
+    store in-process), or 1 when another CLI process owns it (the message printed)."""
+    from backend.cli_remote import owner_url
+    from backend.data_dir_lock import DataDirBusy
+
+    try:
+        url = owner_url(settings, err=sys.stderr)
+    except DataDirBusy as exc:
+        print(f"limbic-memory {command}: {exc}", file=sys.stderr)
+        return 1
+    if url is not None:
+        print(
+            f"limbic-memory {command}: the data directory {settings.storage.data_dir} is "
+            f"owned by the server at {url}: using its API",
+            file=sys.stderr,
+        )
+    return url
 
 
 def _personas(args: argparse.Namespace) -> int:
@@ -77,6 +111,11 @@ def _personas(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"limbic-memory: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
             return 1
+        remote = _persona_server(settings, args)
+        if remote is not None:
+            from backend.cli_remote import import_persona
+
+            return import_persona(remote, settings, args.file, data, overwrite=args.overwrite)
         try:
             persona = import_card(
                 data,
@@ -109,6 +148,28 @@ def _personas(args: argparse.Namespace) -> int:
     return 0
 
 
+def _persona_server(settings, args: argparse.Namespace) -> str | None:  # type: ignore[no-untyped-def]
+    """The running server to import a card through, so that it serves the persona at once.
+    None: write the card here (no server; or ``--id``, which the server's import does not
+    take: it serves the persona after a restart). Importing opens no store, so a CLI
+    process owning the data directory does not stop it."""
+    from backend.cli_remote import owner_url
+    from backend.data_dir_lock import DataDirBusy
+
+    try:
+        url = owner_url(settings, err=sys.stderr)
+    except DataDirBusy:
+        return None
+    if url is not None and args.persona_id is not None:
+        print(
+            f"limbic-memory: the server at {url} derives a persona's id from its name, so "
+            f"--id writes the card here; the server serves it after a restart",
+            file=sys.stderr,
+        )
+        return None
+    return url
+
+
 def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from backend.config import ConfigError, load_settings
 
@@ -119,15 +180,34 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise SystemExit(2) from None
 
 
-async def _chat(args: argparse.Namespace) -> int:
+def _chat_command(args: argparse.Namespace) -> int:
+    settings = _load(args)
+    url = _server_url(settings, "chat")
+    if isinstance(url, int):
+        return url
+    if url is not None:
+        from backend.cli_remote import chat
+
+        return chat(
+            url,
+            settings,
+            message=args.message,
+            session=args.session,
+            persona=args.persona,
+            user=args.user,
+            report=args.report,
+        )
+    return asyncio.run(_chat(args, settings))
+
+
+async def _chat(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
     from backend.engine.services import StartupError, build_services
     from backend.engine.turn import SessionConflict, TurnRequest
     from backend.llm.port import LLMError
     from backend.personas import UnknownPersona
 
-    settings = _load(args)
     try:
-        services = build_services(settings)
+        services = build_services(settings, command="chat")
     except StartupError as exc:
         print(f"limbic-memory: {exc}", file=sys.stderr)
         return 1
@@ -178,27 +258,57 @@ async def _chat(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from backend.demo import run
 
+    url, api_key, data_dir = args.url, args.api_key, args.data_dir
+    if url is None and data_dir is not None:
+        settings = _load(args)
+        storage = settings.storage.model_copy(update={"data_dir": data_dir.resolve()})
+        owned = _server_url(settings.model_copy(update={"storage": storage}), "demo")
+        if isinstance(owned, int):
+            return owned
+        if owned is not None:  # as --url: the demo's turns go to that server's user
+            url, data_dir = owned, None
+            keys = settings.server.api_keys
+            if api_key is None and keys:
+                api_key = next(iter(keys))
     return run(
         persona=args.persona,
         script_path=args.script,
-        url=args.url,
-        api_key=args.api_key,
-        data_dir=args.data_dir,
+        url=url,
+        api_key=api_key,
+        data_dir=data_dir,
         merge_timeout=args.merge_timeout,
         load_settings=lambda: _load(args),
     )
 
 
-async def _mcp(args: argparse.Namespace) -> int:
-    """The memory tools of one namespace over stdio (stdout is the protocol: log to stderr)."""
+def _mcp_command(args: argparse.Namespace) -> int:
+    """The memory tools of one namespace over stdio (stdout is the protocol: log to stderr);
+    through the server's /mcp when a server owns the data directory."""
+    settings = _load(args)
+    url = _server_url(settings, "mcp")
+    if isinstance(url, int):
+        return url
+    if url is None:
+        return asyncio.run(_mcp(args, settings))
+    from backend.cli_remote import RemoteError, auth_headers, check_persona, mcp_relay
+
+    try:
+        headers = auth_headers(settings, args.user)
+        check_persona(url, headers, args.persona)
+    except RemoteError as exc:
+        print(f"limbic-memory: {exc}", file=sys.stderr)
+        return exc.code
+    return mcp_relay(url, headers, args.persona)
+
+
+async def _mcp(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
     from backend.engine.services import StartupError, build_services
     from backend.memory.types import Namespace
     from backend.personas import UnknownPersona
     from backend.web.mcp_server import serve_stdio
 
-    settings = _load(args)
     try:
-        services = build_services(settings)
+        services = build_services(settings, command="mcp")
     except StartupError as exc:
         print(f"limbic-memory: {exc}", file=sys.stderr)
         return 1
@@ -213,6 +323,15 @@ async def _mcp(args: argparse.Namespace) -> int:
     finally:
         await services.aclose()
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    try:
+        from backend.doctor import run
+    except ImportError:
+        print("limbic-memory: `doctor` is not part of this version", file=sys.stderr)
+        return 2
+    return run(_load(args), repair=args.repair, as_json=args.json)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -236,13 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     command = args.command or "serve"
     if command == "chat":
-        return asyncio.run(_chat(args))
+        return _chat_command(args)
     if command == "demo":
         return _demo(args)
     if command == "mcp":
-        return asyncio.run(_mcp(args))
+        return _mcp_command(args)
     if command == "personas":
         return _personas(args)
+    if command == "doctor":
+        return _doctor(args)
     return _serve(args)
 
 

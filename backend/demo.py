@@ -461,7 +461,7 @@ def in_process_app(settings: Any, data_dir: Path | None) -> Iterator[tuple[str, 
     settings = settings.model_copy(update={"storage": storage, "server": server_settings})
     try:
         try:
-            services = build_services(settings)
+            services = build_services(settings, command="demo")
         except StartupError as exc:
             raise DemoError(f"the app did not start: {exc}") from None
         app = create_app(settings, services, own_services=True)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from backend.clock import Clock, SystemClock
 from backend.config import EmbeddedHippocampus, Settings
+from backend.data_dir_lock import DataDirBusy, DataDirLock, acquire_data_dir, needs_owner_lock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.embedded_llama import all_threads
@@ -55,17 +56,25 @@ class Services:
     hippocampus: ChatModel
     personas: PersonaRegistry
     engine: TurnEngine
+    # The data directory's owner lock (backend.data_dir_lock), held until aclose(); None
+    # when the stores are shared by design (cluster) or the services were built by hand.
+    lock: DataDirLock | None = None
 
     async def aclose(self) -> None:
-        await self.engine.drain()
-        for model in {id(self.chat): self.chat, id(self.hippocampus): self.hippocampus}.values():
-            await model.aclose()
-        close = getattr(self.store, "close", None)
-        if callable(close):
-            close()
-        if self.long_term.outbox is not None:
-            self.long_term.outbox.close()
-        self.sessions.close()
+        try:
+            await self.engine.drain()
+            models = {id(self.chat): self.chat, id(self.hippocampus): self.hippocampus}
+            for model in models.values():
+                await model.aclose()
+            close = getattr(self.store, "close", None)
+            if callable(close):
+                close()
+            if self.long_term.outbox is not None:
+                self.long_term.outbox.close()
+            self.sessions.close()
+        finally:
+            if self.lock is not None:  # only once every store is closed
+                self.lock.release()
 
 
 # Below this the first turns would fill the disk: a new Chroma store alone takes a few
@@ -255,11 +264,41 @@ def hippocampus_mode(settings: Settings) -> Literal["full", "compact"]:
     return "compact" if role.provider == "embedded" else "full"
 
 
-def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
-    """Every real component, wired. Raises ``StartupError`` with a clear message."""
+def acquire_owner_lock(settings: Settings, command: str) -> DataDirLock | None:
+    """The data directory for this process alone while it has the embedded stores open
+    (``backend.data_dir_lock``); None when they are shared by design (cluster)."""
+    if not needs_owner_lock(settings):
+        return None
+    try:
+        return acquire_data_dir(settings.storage.data_dir, command=command)
+    except DataDirBusy as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        raise StartupError(
+            f"cannot lock the data directory {settings.storage.data_dir}: {exc}"
+        ) from exc
+
+
+def build_services(
+    settings: Settings, *, clock: Clock | None = None, command: str = "serve"
+) -> Services:
+    """Every real component, wired. Raises ``StartupError`` with a clear message (also
+    when another process owns the data directory). ``command``: for the owner record."""
     clock = clock or SystemClock()
     limit_blas_threads()
     _check_writable(settings.storage.data_dir)
+    lock = acquire_owner_lock(settings, command)
+    try:
+        services = _build_services(settings, clock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    services.lock = lock
+    return services
+
+
+def _build_services(settings: Settings, clock: Clock) -> Services:
     try:
         personas = PersonaRegistry.load(
             Path(settings.server.personas_dir),

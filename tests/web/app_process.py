@@ -92,6 +92,13 @@ class AppProcess:
             self.proc.wait(timeout=30)
         self.proc = None
 
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all (the OS drops its locks, files stay as they were)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
     def turn(self, session: str | None, text: str) -> tuple[str, dict[str, Any]]:
         """One turn; returns the session id and the turn's memory report (once merged)."""
         headers = {"X-Session-Id": session} if session else {}
