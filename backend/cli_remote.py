@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import httpx
 
-from backend.data_dir_lock import DataDirBusy, OwnerRecord, current_owner, needs_owner_lock
+from backend.data_dir_lock import DataDirBusy, current_owner, needs_owner_lock
 
 __all__ = [
     "RemoteError",
@@ -89,11 +89,6 @@ def owner_url(
     if owner.url is None:
         raise DataDirBusy(data_dir, owner)
     return owner.url
-
-
-def server_note(url: str, owner: OwnerRecord | None = None) -> str:
-    who = f" (pid {owner.pid})" if owner else ""
-    return f"limbic-memory: the data directory is served by {url}{who}: using its API"
 
 
 # --- authentication ------------------------------------------------------------------------
