@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.engine.maintenance import maintenance_loop
@@ -25,8 +25,17 @@ log = logging.getLogger(__name__)
 
 
 class BodyLimit:
-    """413 for request bodies over the configured limit (checked while reading, not trusted
-    from Content-Length alone)."""
+    """413 for request bodies over the configured limit, checked while reading (a declared
+    ``Content-Length`` is not trusted alone, and a chunked body has none).
+
+    The body is read here, up to the limit, before the app sees it. An oversized one is
+    read on to its end (at most ``DRAIN_BYTES``) and discarded before the 413 is sent: a
+    client still sending when the server answers and closes would otherwise get a
+    connection reset instead of the 413. Past ``DRAIN_BYTES`` the connection is closed
+    after the 413 (a client sending that much at a server that refused it is not waited
+    for)."""
+
+    DRAIN_BYTES = 64 * 1024 * 1024
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -38,24 +47,47 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        too_large = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
+        chunks: list[bytes] = []
+        seen = 0
+        more = not too_large
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left: nothing to answer
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            more = bool(message.get("more_body", False))
+            if seen > self.max_bytes:
+                too_large = True
+                break
+            chunks.append(chunk)
+        if too_large:
+            if more or declared is not None:
+                await self._drain(receive, seen)
             await self._reject(send)
             return
-        seen = 0
+        body = b"".join(chunks)
+        replayed = False
 
-        async def limited() -> dict:  # type: ignore[type-arg]
-            nonlocal seen
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # http.disconnect, when it comes
+
+        await self.app(scope, replay, send)
+
+    async def _drain(self, receive: Receive, seen: int) -> None:
+        """Read the rest of an oversized body (bounded), so the client reads the 413."""
+        while seen <= self.DRAIN_BYTES:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._reject(send)
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
     async def _reject(self, send: Send) -> None:
         import json
@@ -71,10 +103,6 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(

@@ -40,21 +40,46 @@ class APIError(Exception):
         self.code = code
 
 
-def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": _TYPES.get(status, "api_error"), "code": code}}
+def error_body(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    error = {"message": message, "type": _TYPES.get(status, "api_error"), "code": code}
+    if param is not None:  # OpenAI names the offending parameter
+        error["param"] = param
+    return {"error": error}
 
 
-def error_response(status: int, message: str, code: str | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(error_body(status, message, code), status_code=status, headers=headers)
+    return JSONResponse(
+        error_body(status, message, code, param), status_code=status, headers=headers
+    )
+
+
+def _where(error: Any) -> str:
+    return ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
 
 
 def _describe_validation(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    parts = [f"{_where(error)}: {error.get('msg', 'invalid')}" for error in exc.errors()[:5]]
     return "; ".join(parts) or "invalid request"
+
+
+def _param(exc: RequestValidationError) -> str | None:
+    """The first offending field, as OpenAI's ``param`` (``stream``, ``messages.0.role``);
+    a union's member type that pydantic appends to the path is left out."""
+    errors = exc.errors()
+    if not errors:
+        return None
+    loc = [p for p in errors[0].get("loc", ()) if p != "body"]
+    while loc and isinstance(loc[-1], str) and ("[" in loc[-1] or loc[-1] in _TYPE_NAMES):
+        loc.pop()
+    return ".".join(str(p) for p in loc) or None
+
+
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "function-after"})
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -64,7 +89,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, _describe_validation(exc), "invalid_request")
+        return error_response(400, _describe_validation(exc), "invalid_request", _param(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

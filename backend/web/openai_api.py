@@ -48,14 +48,19 @@ MAX_STOPS = 16
 SESSION_HEADERS = ("conversation-id", "x-session-id", "x-openwebui-chat-id")
 
 
+# Strict: each field takes its JSON type only (``"stream": "yes"``, ``"1"`` or ``1`` for a
+# boolean is a 400 naming the field, as OpenAI answers); an integer is still a number.
+STRICT = ConfigDict(extra="allow", strict=True)
+
+
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     type: str = "text"
     text: str | None = None
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = Field(None, max_length=256)
@@ -79,7 +84,7 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     include_usage: bool = False
 
 
@@ -87,7 +92,7 @@ class ChatRequest(BaseModel):
     """The OpenAI chat request. The sampling parameters go to the chat model; other
     unknown parameters are accepted and ignored (``logprobs`` among them)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     stream: bool = False

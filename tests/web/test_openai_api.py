@@ -313,3 +313,51 @@ def test_a_user_field_unfit_for_a_header_still_names_one_session(h: AppHarness) 
     session = first.headers["x-session-id"]
     assert session.startswith("u-") and session.isascii()
     assert again.headers["x-session-id"] == session
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("stream", "yes"),
+        ("stream", "1"),
+        ("stream", 1),
+        ("temperature", "0.5"),
+        ("max_tokens", 1.5),
+        ("max_tokens", "100"),
+        ("top_p", "1"),
+        ("n", "2"),
+        ("n", True),
+        ("seed", "7"),
+        ("stop", 5),
+        ("user", 12),
+    ],
+)
+def test_fields_take_their_json_type_only(h: AppHarness, field: str, value: object) -> None:
+    """As OpenAI answers: a wrong JSON type is a 400 naming the field, never coerced."""
+    body = {"messages": [{"role": "user", "content": "hi"}], field: value}
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=body)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["param"] == field and error["message"].startswith(f"{field}")
+    assert h.services.sessions.list_sessions("local") == []  # nothing stored
+
+
+def test_integers_are_numbers_and_the_nemo_quirks_still_work(h: AppHarness) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 1,  # an integer is a number
+        "top_p": 1,
+        "frequency_penalty": 0,
+        "stop": True,  # the NeMo Agent Toolkit schema's placeholder
+        "max_tokens": 0,
+    }
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    sent = h.chat.chat_requests[-1].body
+    assert sent["temperature"] == 1 and sent["top_p"] == 1 and "stop" not in sent
+
+
+def test_a_message_with_a_wrong_type_names_its_place(h: AppHarness) -> None:
+    body = {"messages": [{"role": "user", "content": 5}]}
+    r = httpx.post(h.base_url + "/v1/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages.0.content"
