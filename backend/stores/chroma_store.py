@@ -23,9 +23,20 @@ reads prefer the one with the vector).
 
 Failure policy: construction fails fast with ``VectorStoreUnavailable`` when the server
 does not answer its heartbeat within ``timeout_s`` or the path cannot be opened; later
-transport errors raise it too. A vector of the wrong dimension raises
+transport errors raise it too, and so does any other Chroma ``InternalError`` (callers
+degrade instead of failing). A vector of the wrong dimension raises
 ``EmbeddingDimensionError`` (a ``ValueError``). A collection deleted behind our back (a
 stale cached handle) is looked up again once.
+
+Tolerant reads (docs/reliability.md): an index that disagrees with the records (a second
+process wrote the same embedded directory: ``Error finding id`` on every later read of
+what it wrote; or a damaged directory) never fails a read. A batch ``get`` that raises
+is split in halves down to the ids that fail; a record whose vector cannot be read comes
+back without it (``embedding=None``: backfill, an edit or ``limbic-memory doctor
+--repair`` gives it a new one); a record with no readable metadata is skipped. Those ids
+are logged once per process and kept in ``repair_state()`` (``/healthz``:
+``needs_repair``) until they are written or deleted again. ``scan_records`` reads a whole
+namespace that way for ``backend.doctor``.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,7 +57,7 @@ import httpx  # chromadb's HTTP transport: its errors mean "server unreachable"
 import numpy as np
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
-from chromadb.errors import InvalidArgumentError, NotFoundError
+from chromadb.errors import InternalError, InvalidArgumentError, NotFoundError
 
 from backend.memory.types import Memory, Namespace
 from backend.stores import memory_codec as codec
@@ -70,10 +81,42 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# What could not be read of a listed record (``repair_state``, ``RecordScan``).
+VECTOR_UNREADABLE = "vector"  # the record reads, its vector does not
+RECORD_UNREADABLE = "record"  # nothing of it reads (no metadata, or an undecodable one)
+_DECODE_ERRORS = (KeyError, TypeError, ValueError, IndexError)  # json errors are ValueErrors
+
+
 @dataclass(frozen=True, slots=True)
 class _Pair:
     vec: Collection
     novec: Collection
+
+
+@dataclass(slots=True)
+class _Read:
+    """What a tolerant fetch read, and the ids it could not (by what was unreadable)."""
+
+    found: dict[str, Memory] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RecordScan:
+    """Every record of one namespace as ``scan_records`` read it (``backend.doctor``)."""
+
+    namespace: Namespace
+    listed: int = 0  # distinct ids the two collections list
+    read: int = 0  # of those, read back as a memory (with or without a vector)
+    with_vector: int = 0  # read with a readable vector
+    without_vector: int = 0  # stored without one (``_novec``: valid, backfill embeds it)
+    vector_unreadable: builtins.list[str] = field(default_factory=builtins.list)
+    unreadable: builtins.list[str] = field(default_factory=builtins.list)  # no record
+    missing_collections: builtins.list[str] = field(default_factory=builtins.list)
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.vector_unreadable or self.unreadable or self.missing_collections)
 
 
 class ChromaVectorStore:
@@ -101,6 +144,9 @@ class ChromaVectorStore:
         self._lock = threading.Lock()
         self._cache: dict[Namespace, _Pair] = {}
         self._write_batch: int | None = None
+        # Tolerant reads: (namespace key, id) -> what of it is unreadable; ids warned of.
+        self._problems: dict[tuple[str, str], str] = {}
+        self._warned: set[tuple[str, str]] = set()
         settings = Settings(anonymized_telemetry=False, allow_reset=allow_reset)
         try:
             if path is not None:
@@ -163,6 +209,135 @@ class ChromaVectorStore:
             if "dimension" in str(exc):
                 raise EmbeddingDimensionError(str(exc)) from exc
             raise
+        except InternalError as exc:  # what tolerant reads could not route around
+            logger.warning("chroma internal error: %s", exc)
+            raise VectorStoreUnavailable(f"Chroma internal error: {exc}") from exc
+
+    # --- tolerant reads and the repair state ------------------------------------------
+
+    @property
+    def needs_repair(self) -> bool:
+        """Whether a read met a record it could not read (since start, still unwritten)."""
+        with self._lock:
+            return bool(self._problems)
+
+    @property
+    def unreadable(self) -> builtins.list[str]:
+        """The ids reads could not (fully) read, sorted; see ``repair_state``."""
+        with self._lock:
+            return sorted({rid for _, rid in self._problems})
+
+    def repair_state(self) -> dict[str, Any]:
+        """For ``/healthz``: ``needs_repair``, and how many records were unreadable."""
+        with self._lock:
+            kinds = builtins.list(self._problems.values())
+        state: dict[str, Any] = {"needs_repair": bool(kinds)}
+        if kinds:
+            state["unreadable"] = len(kinds)
+            state["vectors_unreadable"] = kinds.count(VECTOR_UNREADABLE)
+        return state
+
+    def _note_problems(self, ns: Namespace, problems: dict[str, str]) -> None:
+        if not problems:
+            return
+        fresh: builtins.list[str] = []
+        with self._lock:
+            for rid, what in problems.items():
+                key = (ns.key, rid)
+                self._problems[key] = what
+                if key not in self._warned:
+                    self._warned.add(key)
+                    fresh.append(f"{rid} ({what})")
+        if fresh:
+            logger.warning(
+                "chroma: %d record(s) of namespace %s cannot be read, skipped or read "
+                "without their vector: %s (run `limbic-memory doctor`)",
+                len(fresh),
+                codec.namespace_hash(ns),
+                ", ".join(fresh),
+            )
+
+    def _forget_problems(self, ns: Namespace, ids: Sequence[str] | None) -> None:
+        """Written or deleted again: no longer unreadable (``None``: the whole namespace)."""
+        with self._lock:
+            if not self._problems:
+                return
+            if ids is None:
+                doomed = [k for k in self._problems if k[0] == ns.key]
+            else:
+                doomed = [k for k in ((ns.key, i) for i in ids) if k in self._problems]
+            for key in doomed:
+                del self._problems[key]
+                self._warned.discard(key)
+
+    @staticmethod
+    def _get_rows(
+        coll: Collection, ids: builtins.list[str], include: builtins.list[str]
+    ) -> tuple[builtins.list[tuple[str, Any, Any]], builtins.list[str]]:
+        """``(id, metadata, embedding)`` rows of ``ids`` and the ids whose ``get`` raises
+        ``InternalError`` (a failing batch is split in halves down to them)."""
+        try:
+            got = coll.get(ids=ids, include=include)  # type: ignore[arg-type]
+        except InternalError:
+            if len(ids) == 1:
+                return [], ids
+            half = len(ids) // 2
+            rows, failed = ChromaVectorStore._get_rows(coll, ids[:half], include)
+            more, failed_too = ChromaVectorStore._get_rows(coll, ids[half:], include)
+            return rows + more, failed + failed_too
+        metas = got["metadatas"] or [None] * len(got["ids"])
+        vectors = got["embeddings"] if got["embeddings"] is not None else [None] * len(metas)
+        return builtins.list(zip(got["ids"], metas, vectors, strict=True)), []
+
+    @staticmethod
+    def _decode_rows(
+        rows: builtins.list[tuple[str, Any, Any]], read: _Read, *, vector: bool
+    ) -> builtins.list[str]:
+        """Decode into ``read.found``; returns the ids listed without a decodable record."""
+        bad: builtins.list[str] = []
+        for rid, meta, emb in rows:
+            if rid in read.found:
+                continue
+            try:
+                if meta is None:
+                    raise KeyError("payload")
+                read.found[rid] = codec.decode(rid, meta, emb if vector else None)
+            except _DECODE_ERRORS:
+                bad.append(rid)
+        return bad
+
+    def _fetch(self, ns: Namespace, pair: _Pair, ids: Sequence[str]) -> dict[str, Memory]:
+        """``codec.fetch`` that reads what it can (module doc, "Tolerant reads")."""
+        read = self._read(pair.vec, pair.novec, ids)
+        self._note_problems(ns, read.problems)
+        return read.found
+
+    def _read(self, vec: Collection | None, novec: Collection | None, ids: Sequence[str]) -> _Read:
+        read = _Read()
+        vector_lost: builtins.list[str] = []
+        listed_bad: set[str] = set()
+        if vec is not None:
+            for chunk in codec.chunks(builtins.list(ids), codec.IDS_CHUNK):
+                rows, failed = self._get_rows(
+                    vec, builtins.list(chunk), ["metadatas", "embeddings"]
+                )
+                listed_bad.update(self._decode_rows(rows, read, vector=True))
+                if failed:  # the vector (or the whole record) cannot be read: try the record
+                    rows, gone = self._get_rows(vec, failed, ["metadatas"])
+                    listed_bad.update(self._decode_rows(rows, read, vector=False))
+                    listed_bad.update(gone)
+                    vector_lost += [rid for rid, _, _ in rows if rid in read.found]
+        if novec is not None:
+            rest = [i for i in ids if i not in read.found]
+            for chunk in codec.chunks(rest, codec.IDS_CHUNK):
+                rows, failed = self._get_rows(novec, builtins.list(chunk), ["metadatas"])
+                listed_bad.update(self._decode_rows(rows, read, vector=False))
+                listed_bad.update(failed)
+        read.problems = {rid: VECTOR_UNREADABLE for rid in vector_lost}
+        read.problems.update(
+            {rid: RECORD_UNREADABLE for rid in listed_bad if rid not in read.found}
+        )
+        return read
 
     def _pair(self, ns: Namespace, *, create: bool) -> _Pair | None:
         with self._lock:
@@ -242,6 +417,7 @@ class ChromaVectorStore:
                 write(pair.novec, pair.vec, chunk)
 
         self._run(ns, True, op, None)
+        self._forget_problems(ns, [m.id for m in batch])
         logger.debug("upsert ns=%s n=%d", codec.namespace_hash(ns), len(batch))
 
     def delete(self, ns: Namespace, ids: Sequence[str]) -> int:
@@ -255,12 +431,17 @@ class ChromaVectorStore:
                 for chunk in codec.chunks(wanted, codec.IDS_CHUNK)
             )
 
-        return self._run(ns, False, op, 0) if wanted else 0
+        if not wanted:
+            return 0
+        deleted = self._run(ns, False, op, 0)
+        self._forget_problems(ns, wanted)
+        return deleted
 
     def drop_namespace(self, ns: Namespace) -> None:
         """Delete both collections of the namespace (missing ones are fine)."""
         with self._lock:
             self._cache.pop(ns, None)
+        self._forget_problems(ns, None)
         with self._errors():
             for role in (codec.ROLE_VECTORS, codec.ROLE_NOVECTORS):
                 with suppress(NotFoundError):
@@ -273,7 +454,7 @@ class ChromaVectorStore:
         wanted = unique_ids(ids)
         if not wanted:
             return []
-        found = self._run(ns, False, lambda pair: codec.fetch(pair.vec, pair.novec, wanted), {})
+        found = self._run(ns, False, lambda pair: self._fetch(ns, pair, wanted), {})
         return [found[i] for i in wanted if i in found]
 
     def query(
@@ -294,7 +475,17 @@ class ChromaVectorStore:
             )
             found = (got["metadatas"] or [[]])[0], (got["embeddings"] or [[]])[0]
             rows = zip(got["ids"][0], *found, (got["distances"] or [[]])[0], strict=True)
-            return [(codec.decode(i, m, e), 1.0 - float(d)) for i, m, e, d in rows]
+            hits: builtins.list[tuple[Memory, float]] = []
+            bad: dict[str, str] = {}
+            for rid, meta, emb, dist in rows:
+                try:  # an index entry without a readable record is skipped
+                    if meta is None:
+                        raise KeyError("payload")
+                    hits.append((codec.decode(rid, meta, emb), 1.0 - float(dist)))
+                except _DECODE_ERRORS:
+                    bad[rid] = RECORD_UNREADABLE
+            self._note_problems(ns, bad)
+            return hits
 
         def op(pair: _Pair) -> builtins.list[tuple[Memory, float]]:
             hits = search(pair, ask, None)
@@ -326,12 +517,17 @@ class ChromaVectorStore:
 
         def op(pair: _Pair) -> builtins.list[Memory]:
             created: dict[str, float] = {}  # the _vec copy first, should both exist
+            unsortable: dict[str, str] = {}
             for coll in (pair.vec, pair.novec):
                 for rid, meta in codec.scan(coll, ["metadatas"], **filters):
-                    created.setdefault(rid, float(meta["created_ts"]))
+                    try:
+                        created.setdefault(rid, float(meta["created_ts"]))
+                    except _DECODE_ERRORS:  # no readable metadata: the other copy, or none
+                        unsortable[rid] = RECORD_UNREADABLE
+            self._note_problems(ns, {k: v for k, v in unsortable.items() if k not in created})
             keys = sorted((ts, rid) for rid, ts in created.items())
             page = [rid for _, rid in keys[offset : offset + limit]]
-            found = codec.fetch(pair.vec, pair.novec, page)
+            found = self._fetch(ns, pair, page)
             return [found[i] for i in page if i in found]
 
         return self._run(ns, False, op, [])
@@ -376,7 +572,7 @@ class ChromaVectorStore:
                 for row in codec.salient_rows(coll, since_ts, floor, n)
             ]
             ids = [row.id for row in sorted(rows, key=lambda r: r.key())[:n]]
-            found = codec.fetch(pair.vec, pair.novec, ids)
+            found = self._fetch(ns, pair, ids)
             return sorted((found[i] for i in ids if i in found), key=salient_key)
 
         return self._run(ns, False, op, [])
@@ -388,8 +584,12 @@ class ChromaVectorStore:
 
         def op(pair: _Pair) -> builtins.list[Memory]:
             got = pair.novec.get(limit=limit, include=["metadatas"])
-            metas = got["metadatas"] or []
-            return [codec.decode(rid, m) for rid, m in zip(got["ids"], metas, strict=True)]
+            metas = got["metadatas"] or [None] * len(got["ids"])
+            read = _Read()
+            rows = [(rid, m, None) for rid, m in zip(got["ids"], metas, strict=True)]
+            bad = self._decode_rows(rows, read, vector=False)
+            self._note_problems(ns, dict.fromkeys(bad, RECORD_UNREADABLE))
+            return builtins.list(read.found.values())
 
         return self._run(ns, False, op, [])
 
@@ -405,9 +605,7 @@ class ChromaVectorStore:
 
         ids = self._run(ns, False, ids_of, [])
         for chunk in codec.chunks(ids, batch):
-            found = self._run(
-                ns, False, lambda pair, c=chunk: codec.fetch(pair.vec, pair.novec, c), {}
-            )
+            found = self._run(ns, False, lambda pair, c=chunk: self._fetch(ns, pair, c), {})
             yield from (found[i] for i in chunk if i in found)
 
     def namespaces(self) -> builtins.list[Namespace]:
@@ -416,6 +614,63 @@ class ChromaVectorStore:
             collections = self._client.list_collections()
         found = {codec.namespace_of(c.name, c.metadata) for c in collections}
         return sorted((s for s in found if s is not None), key=lambda s: (s.user_id, s.persona_id))
+
+    def collections(self) -> builtins.list[tuple[str, Namespace | None]]:
+        """Every collection's name with its namespace (``None``: not one of ours), by name."""
+        with self._errors():
+            collections = self._client.list_collections()
+        return sorted((c.name, codec.namespace_of(c.name, c.metadata)) for c in collections)
+
+    def scan_records(
+        self,
+        ns: Namespace,
+        *,
+        batch: int = DEFAULT_ITER_BATCH,
+        on_batch: Callable[[builtins.list[Memory], set[str]], None] | None = None,
+    ) -> RecordScan:
+        """Read every record of ``ns`` as tolerant reads do and count what reads (doctor).
+
+        Each collection is looked up on its own, so one whose partner is missing is
+        still read (and the missing one reported). ``on_batch(memories, vector_lost)``
+        gets each batch of readable memories; those in ``vector_lost`` come without the
+        vector they had. Nothing is written and the repair state is left alone.
+        """
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        scan = RecordScan(ns)
+        with self._errors():
+            found: dict[str, Collection | None] = {}
+            for role in (codec.ROLE_VECTORS, codec.ROLE_NOVECTORS):
+                name = codec.collection_name(ns, role)
+                try:
+                    found[role] = self._client.get_collection(name, embedding_function=None)
+                except NotFoundError:
+                    found[role] = None
+                    scan.missing_collections.append(name)
+            vec, novec = found[codec.ROLE_VECTORS], found[codec.ROLE_NOVECTORS]
+            ids = unique_ids(
+                [
+                    rid
+                    for coll in (vec, novec)
+                    if coll is not None
+                    for rid, _ in codec.scan(coll, [])
+                ]
+            )
+            scan.listed = len(ids)
+            for chunk in codec.chunks(ids, batch):
+                read = self._read(vec, novec, chunk)
+                lost = {i for i, what in read.problems.items() if what == VECTOR_UNREADABLE}
+                memories = [read.found[i] for i in chunk if i in read.found]
+                scan.read += len(memories)
+                scan.with_vector += sum(m.embedding is not None for m in memories)
+                scan.without_vector += sum(
+                    m.embedding is None and m.id not in lost for m in memories
+                )
+                scan.vector_unreadable += [i for i in chunk if i in lost]
+                scan.unreadable += [i for i in chunk if read.problems.get(i) == RECORD_UNREADABLE]
+                if on_batch is not None and memories:
+                    on_batch(memories, lost)
+        return scan
 
 
 def _probe(host: str, port: int, ssl: bool, timeout_s: float) -> None:

@@ -1,4 +1,10 @@
-"""``GET /healthz``: fast, never calls a model (wire.md, Health)."""
+"""``GET /healthz``: fast, never calls a model (wire.md, Health).
+
+``vector_store.needs_repair: true`` (with ``unreadable``: how many records) appears once a read
+met records the store could not read (tolerant reads, ``backend.stores.chroma_store``);
+the store still answers with the rest, so it does not make the status ``degraded``: run
+``limbic-memory doctor`` (docs/reliability.md).
+"""
 
 from __future__ import annotations
 
@@ -68,6 +74,25 @@ def _outbox(services: Services) -> dict[str, Any]:
     return {"queued": queued, "parked": parked}
 
 
+def _repair_state(store: object) -> dict[str, Any]:
+    """The store's tolerant-read state (``needs_repair``, ``unreadable``: Chroma's
+    ``repair_state``), looked up through the wrappers; ``{}`` for a store without one and
+    while nothing needs repair (the healthy answer stays as it was)."""
+    for _ in range(8):  # wrappers: ``inner`` (forwarding stores), ``_store`` (lazy)
+        state = getattr(type(store), "repair_state", None)
+        if callable(state):
+            try:
+                found = dict(state(store))
+            except Exception:  # the health check never fails on its extras
+                return {}
+            return found if found.get("needs_repair") else {}
+        attributes = getattr(store, "__dict__", {})
+        store = attributes.get("inner", attributes.get("_store"))
+        if store is None:
+            return {}
+    return {}
+
+
 def _check(services: Services) -> dict[str, Any]:
     deps: dict[str, Any] = {}
     started = time.perf_counter()
@@ -80,6 +105,7 @@ def _check(services: Services) -> dict[str, Any]:
         deps["vector_store"] = {"ok": False, "error": "timeout"}
     except Exception as exc:
         deps["vector_store"] = {"ok": False, "error": type(exc).__name__}
+    deps["vector_store"].update(_repair_state(services.store))
     deps["vector_store"].update(_outbox(services))
     try:
         services.sessions.list_sessions("__health__", limit=1)
