@@ -1,14 +1,18 @@
-"""The OpenAI-compatible chat API (wire.md): ``/v1/chat/completions``, ``/chat/stream``, models.
+"""The OpenAI-compatible chat API: ``/v1/chat/completions``, ``/chat/stream``, models.
 
-The server holds the conversation: the last user message is the new turn; earlier
-messages seed a new session's short-term memory only; a leading system message is
-appended to the persona's prompt. Streaming is SSE framed by sse-starlette; the
-``intermediate_data:`` lines of the NeMo Agent Toolkit UI are sent only when the request
-asks for intermediate steps.
+The server holds the conversation (docs/api.md): a request's messages are read as the
+client meant them (``backend.web.chat_messages``: a new turn, a regeneration, a
+continuation, one more reply); the session they continue is found by the engine
+(``backend.engine.session_placement``). A client's utility requests (titles, tags, quiet
+prompts: ``backend.web.utility_requests``) get a stateless plain completion. Streaming
+is SSE framed by sse-starlette; the ``intermediate_data:`` lines of the NeMo Agent
+Toolkit UI are sent on ``/chat/stream``, and on ``/v1`` when the request asks for them.
+Request fields take their JSON type only, as OpenAI's do.
 
 Failure policy: bad input → 400/404/413 before anything is stored; an upstream failure
 before the first token → 502 (the user message and the marked reply are stored); after
-the first token → a final SSE event with the error object, then ``[DONE]``.
+the first token → the failure as reply text, a final SSE event with the error object,
+then ``[DONE]``.
 """
 
 from __future__ import annotations
