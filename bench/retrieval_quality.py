@@ -7,10 +7,13 @@ Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timest
 ``superseded_by`` links honoured) with the real local embedder, runs every query of
 ``queries.jsonl`` (its ``target_emotion`` as the target emotion) and prints one row per
 strategy: topic recall@k, redundancy, stale rate, junk rate and mean latency (query
-embedding included). Then, for the app's default, recall per query tag, on the odd and
-on the even query ids (an overfitting check: nothing was tuned on one half only), and how
-many memories the no-memory queries got. The last line is the app's default pipeline:
-``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
+embedding included). Then, for the app's default, recall, redundancy and stale rate per
+query tag, recall on the odd and on the even query ids (an overfitting check: nothing was
+tuned on one half only), and how many memories the no-memory queries got. The last
+line is the app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
+
+``Rig`` builds the strategies over one loaded store; ``bench.locomo_retrieval`` reuses it
+with ``load_memories``, ``evaluate`` and ``breakdown``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.embeddings.port import Embedder
 from backend.memory.types import (
     ActivationPolicy,
     Emotion,
@@ -50,7 +54,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def load_memories(rows: list[dict[str, Any]], embedder: LocalMiniLMEmbedder) -> list[Memory]:
+def load_memories(rows: list[dict[str, Any]], embedder: Embedder) -> list[Memory]:
     vectors = embedder.embed([row["content"] for row in rows])
     supersedes = {row["superseded_by"]: row["id"] for row in rows if row.get("superseded_by")}
     memories = []
@@ -96,6 +100,10 @@ class Scores:
     latency_ms: float
     per_query: dict[str, float] = field(default_factory=dict)  # recall of each query id
     no_memory_returned: list[int] = field(default_factory=list)  # sizes for no-fact queries
+    # redundancy of each query id that got two or more memories; whether each query id
+    # with superseded memories got one of them
+    per_query_redundancy: dict[str, float] = field(default_factory=dict)
+    per_query_stale: dict[str, bool] = field(default_factory=dict)
 
 
 def evaluate(
@@ -104,6 +112,8 @@ def evaluate(
     """The metrics of ../shared/eval/README.md ("Scoring") over one strategy."""
     recall, redundancy, stale_hits, junk, latency = [], [], [], [], []
     per_query: dict[str, float] = {}
+    per_redundancy: dict[str, float] = {}
+    per_stale: dict[str, bool] = {}
     no_memory: list[int] = []
     for query in queries:
         started = time.perf_counter()
@@ -120,13 +130,15 @@ def evaluate(
         pairs = list(itertools.combinations(got, 2))
         if pairs:
             redundancy.append(sum(topic[a] == topic[b] for a, b in pairs) / len(pairs))
+            per_redundancy[query["id"]] = redundancy[-1]
         if stale:
             stale_hits.append(any(i in stale for i in got))
+            per_stale[query["id"]] = stale_hits[-1]
         junk += [topic[i].startswith("junk_") for i in got]
 
     return Scores(
         _mean(recall), _mean(redundancy), _mean(stale_hits), _mean(junk), _mean(latency),
-        per_query, no_memory,
+        per_query, no_memory, per_redundancy, per_stale,
     )  # fmt: skip
 
 
@@ -139,21 +151,43 @@ def _query_number(query_id: str) -> int | None:
     return int(digits) if digits else None
 
 
+def tag_table(queries: list[dict[str, Any]], scores: Scores) -> list[str]:
+    """Recall, redundancy and stale rate per query tag, as markdown table lines.
+
+    Each metric is the mean over the tag's queries where it is defined (recall: queries
+    with needed topics; redundancy: two or more memories returned; stale: queries with
+    superseded memories); ``-`` where none is.
+    """
+    by_tag: dict[str, list[str]] = {}
+    for query in queries:
+        for tag in query.get("tags") or ():
+            by_tag.setdefault(tag, []).append(query["id"])
+
+    def cell(values: dict[str, float] | dict[str, bool], ids: list[str]) -> str:
+        found = [float(values[i]) for i in ids if i in values]
+        return f"{_mean(found):.3f}" if found else "-"
+
+    lines = [
+        "| tag | queries | recall | redundancy | stale |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for tag, ids in sorted(by_tag.items()):
+        lines.append(
+            f"| {tag} | {len(ids)} | {cell(scores.per_query, ids)} | "
+            f"{cell(scores.per_query_redundancy, ids)} | {cell(scores.per_query_stale, ids)} |"
+        )
+    return lines
+
+
 def breakdown(queries: list[dict[str, Any]], scores: Scores) -> list[str]:
-    """Recall per tag and on the odd / even query ids (an overfitting check), as lines."""
-    by_tag: dict[str, list[float]] = {}
+    """Metrics per tag and recall on the odd / even query ids (an overfitting check)."""
     halves: dict[str, list[float]] = {"odd": [], "even": []}
     for query in queries:
         value = scores.per_query.get(query["id"])
-        if value is None:
-            continue
-        for tag in query.get("tags") or ():
-            by_tag.setdefault(tag, []).append(value)
         number = _query_number(query["id"])
-        if number is not None:
+        if value is not None and number is not None:
             halves["odd" if number % 2 else "even"].append(value)
-    lines = ["| tag | queries | recall |", "| --- | ---: | ---: |"]
-    lines += [f"| {t} | {len(v)} | {_mean(v):.3f} |" for t, v in sorted(by_tag.items())]
+    lines = tag_table(queries, scores)
     lines.append("")
     lines.append(
         f"odd query ids: recall {_mean(halves['odd']):.3f} ({len(halves['odd'])} queries); "
@@ -164,6 +198,77 @@ def breakdown(queries: list[dict[str, Any]], scores: Scores) -> list[str]:
             "no-memory queries: memories returned " + ", ".join(map(str, scores.no_memory_returned))
         )
     return lines
+
+
+Runner = Callable[[dict[str, Any]], list[str]]
+
+
+@dataclass
+class Rig:
+    """The retrieval strategies over one loaded store (``NS``), each a ``Runner``: a query
+    row (``text``, ``target_emotion``) in, the ids of the memories returned out."""
+
+    store: VectorStore
+    embedder: Embedder
+    k: int = 8
+    clock: FixedClock = field(default_factory=lambda: FixedClock(NOW))
+    settings: MemorySettings = field(default_factory=MemorySettings)
+
+    def app_policy(self) -> ActivationPolicy:
+        """The app's activation policy (config defaults) with ``k``."""
+        default = self.settings
+        return replace(
+            default.activation_policy(), retrieval=replace(default.retrieval_policy(), k=self.k)
+        )
+
+    def ltm(self, policy: ActivationPolicy) -> LongTermMemory:
+        return LongTermMemory(self.store, self.embedder, self.clock, activation=policy)
+
+    def hybrid_policy(
+        self, *, lam: float | None = None, same_fact: float | None = None
+    ) -> ActivationPolicy:
+        """The app's policy with GIST's ``lam`` and the collapse's ``same_fact`` replaced
+        (``lam=0``: no GIST; ``same_fact=2``: no restatement collapse)."""
+        base = self.app_policy()
+        retrieval = base.retrieval
+        retrieval = replace(
+            retrieval,
+            lam=retrieval.lam if lam is None else lam,
+            same_fact=retrieval.same_fact if same_fact is None else same_fact,
+        )
+        return replace(base, retrieval=retrieval)
+
+    @staticmethod
+    def activator(ltm: LongTermMemory) -> Runner:
+        def run(query: dict[str, Any]) -> list[str]:
+            result = ltm.activate(NS, query["text"], target_emotion=query.get("target_emotion"))
+            return [m.id for m in result.memories]
+
+        return run
+
+    def app_default(self) -> Runner:
+        return self.activator(self.ltm(self.app_policy()))
+
+    def hybrid(self, *, lam: float | None = None, same_fact: float | None = None) -> Runner:
+        return self.activator(self.ltm(self.hybrid_policy(lam=lam, same_fact=same_fact)))
+
+    def hybrid_without_diversity(self) -> Runner:
+        # The app's hybrid ranking and candidates, but no restatement collapse, no GIST.
+        return self.hybrid(lam=0.0, same_fact=2.0)
+
+    def limbic(self, lam: float, *, weights: ScoreWeights = ScoreWeights()) -> Runner:
+        policy = ActivationPolicy(
+            retrieval=RetrievalPolicy(k=self.k, lam=lam, weights=weights), min_importance=0.0
+        )
+        return self.activator(self.ltm(policy))
+
+    def naive(self) -> Runner:
+        def run(query: dict[str, Any]) -> list[str]:
+            vector = self.embedder.embed([query["text"]])[0]
+            hits = self.store.query(NS, vector, self.k, include_superseded=True)
+            return [m.id for m, _ in hits]
+
+        return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,50 +290,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(args.store, Path(tmp))
         store.upsert(NS, memories)
-        clock = FixedClock(NOW)
-        default = MemorySettings()
-        app = LongTermMemory(store, embedder, clock, activation=replace(
-            default.activation_policy(), retrieval=replace(default.retrieval_policy(), k=args.k)
-        ))  # fmt: skip
-        limbic = ScoreWeights()
-
-        def pipeline(lam: float, *, weights: ScoreWeights = limbic) -> Callable[[dict], list[str]]:
-            policy = ActivationPolicy(
-                retrieval=RetrievalPolicy(k=args.k, lam=lam, weights=weights), min_importance=0.0
-            )
-            ltm = LongTermMemory(store, embedder, clock, activation=policy)
-            return activator(ltm)
-
-        def hybrid_without_diversity() -> Callable[[dict], list[str]]:
-            # The app's hybrid ranking and candidates, but no restatement collapse, no GIST.
-            base = app.activation
-            policy = replace(
-                base, retrieval=replace(base.retrieval, lam=0.0, same_fact=2.0)
-            )  # fmt: skip
-            return activator(LongTermMemory(store, embedder, clock, activation=policy))
-
-        def activator(ltm: LongTermMemory) -> Callable[[dict], list[str]]:
-            def run(query: dict[str, Any]) -> list[str]:
-                result = ltm.activate(NS, query["text"], target_emotion=query["target_emotion"])
-                return [m.id for m in result.memories]
-
-            return run
-
-        def naive(query: dict[str, Any]) -> list[str]:
-            vector = embedder.embed([query["text"]])[0]
-            hits = store.query(NS, vector, args.k, include_superseded=True)
-            return [m.id for m, _ in hits]
-
-        app_default = activator(app)
+        rig = Rig(store, embedder, args.k)
+        app_default = rig.app_default()
         app_default({"text": "warm-up", "target_emotion": None})  # loads the lexical index
 
         strategies = [
-            ("naive cosine top-k (seed app)", naive),
-            ("limbic scoring, no diversity", pipeline(0.0)),
-            ("limbic scoring + GIST lambda=0.5", pipeline(0.5)),
-            ("limbic scoring + GIST lambda=1.0", pipeline(1.0)),
-            ("hybrid scoring, no collapse, no GIST", hybrid_without_diversity()),
-            (f"app default (config defaults: {default.mode})", app_default),
+            ("naive cosine top-k (seed app)", rig.naive()),
+            ("limbic scoring, no diversity", rig.limbic(0.0)),
+            ("limbic scoring + GIST lambda=0.5", rig.limbic(0.5)),
+            ("limbic scoring + GIST lambda=1.0", rig.limbic(1.0)),
+            ("hybrid scoring, no collapse, no GIST", rig.hybrid_without_diversity()),
+            (f"app default (config defaults: {rig.settings.mode})", app_default),
         ]
         print(f"corpus: {args.corpus} ({len(rows)} memories, {len(queries)} queries), "
               f"k={args.k}, store={args.store}, embedder={embedder.model}\n")  # fmt: skip
@@ -241,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s.junk:.3f} | {s.latency_ms:.1f} |")  # fmt: skip
             final = s
     assert final is not None
-    print("\napp default, recall per tag:\n")
+    print("\napp default, per tag:\n")
     print("\n".join(breakdown(queries, final)))
     print(f"\nrecall@{args.k}={final.recall:.3f} redundancy={final.redundancy:.3f} "
           f"stale={final.stale:.3f} junk={final.junk:.3f}")  # fmt: skip

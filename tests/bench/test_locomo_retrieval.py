@@ -1,0 +1,105 @@
+"""Smoke tests of ``bench.locomo_retrieval``: it skips without the data file, and on a
+tiny invented LoCoMo-shaped file (2 sessions, 3 questions; a bag-of-words embedder) it
+converts, scores every strategy and ends with ``evidence_recall@8=<x>``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import locomo_retrieval
+from tests.stores.fakes import BagOfWordsEmbedder
+
+SESSION_1 = [
+    ("Ana", "I adopted a grey kitten called Pixel last week."),
+    ("Bo", "Lovely! I started learning the cello in March."),
+    ("Ana", "Pixel sleeps on my keyboard every morning."),
+    ("Bo", "My cello teacher lives near the harbour.", "a cello leaning on a chair"),
+]
+SESSION_2 = [
+    ("Ana", "I moved to a flat with a balcony full of tomatoes."),
+    ("Bo", "I played my first cello concert on Saturday."),
+    ("Ana", "Pixel learned to open the kitchen drawer."),
+    ("Bo", "Next I want to try the double bass."),
+]
+
+
+def _session(number: int, turns: list[tuple[str, ...]]) -> list[dict[str, str]]:
+    rows = []
+    for i, (speaker, text, *caption) in enumerate(turns, start=1):
+        row = {"speaker": speaker, "dia_id": f"D{number}:{i}", "text": text}
+        if caption:
+            row["blip_caption"] = caption[0]
+        rows.append(row)
+    return rows
+
+
+def _locomo_like(path: Path) -> Path:
+    sample = {
+        "sample_id": "toy-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Bo",
+            "session_1_date_time": "10:00 am on 3 March, 2024",
+            "session_1": _session(1, SESSION_1),
+            "session_2_date_time": "6:30 pm on 20 April, 2024",
+            "session_2": _session(2, SESSION_2),
+        },
+        "qa": [
+            {"question": "What is the name of Ana's kitten?", "answer": "Pixel",
+             "evidence": ["D1:1"], "category": 4},
+            {"question": "When did Bo play a cello concert?", "answer": "April 2024",
+             "evidence": ["D2:2"], "category": 2},
+            {"question": "What does Pixel do?", "answer": "sleeps, opens drawers",
+             "evidence": ["D1:3", "D2:3"], "category": 1},
+            {"question": "What colour is the bass?", "answer": "none",
+             "evidence": [], "category": 5},
+        ],
+    }  # fmt: skip
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    return path
+
+
+def test_skips_without_the_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nowhere" / "locomo10.json"
+    assert locomo_retrieval.main(["--data", str(missing)]) == 0
+    out = capsys.readouterr().out
+    assert "no LoCoMo data" in out and "skipped" in out and str(missing) in out
+
+
+def test_converts_turns_and_questions(tmp_path: Path) -> None:
+    data = json.loads(_locomo_like(tmp_path / "toy.json").read_text(encoding="utf-8"))
+    conv = locomo_retrieval.convert(data[0])
+    assert len(conv.rows) == 8
+    first = conv.rows[0]
+    assert first["id"] == first["topic"] == "D1:1"
+    assert first["content"].startswith("Ana: I adopted")
+    assert conv.rows[3]["content"].endswith("[shares a photo: a cello leaning on a chair]")
+    assert conv.rows[0]["created_days_ago"] == 48 and conv.rows[4]["created_days_ago"] == 0
+    # category 5 and questions without evidence are left out
+    assert [q["needed_topics"] for q in conv.queries] == [["D1:1"], ["D2:2"], ["D1:3", "D2:3"]]
+
+
+def test_runs_on_a_tiny_locomo_like_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _locomo_like(tmp_path / "toy.json")
+    assert locomo_retrieval.main(["--data", str(data)], embedder=BagOfWordsEmbedder()) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"evidence_recall@8=[01]\.\d{3}", lines[-1]), lines[-1]
+    rows = [line for line in lines if line.startswith("| ")]
+    for name in (
+        locomo_retrieval.NAIVE,
+        locomo_retrieval.NO_DIVERSITY,
+        locomo_retrieval.COLLAPSE_ONLY,
+        locomo_retrieval.GIST_ONLY,
+        locomo_retrieval.APP_DEFAULT,
+    ):
+        assert any(row.startswith(f"| {name} |") for row in rows), name
+    assert any(row.startswith("| toy-1 (3) |") for row in rows)
+    # 8 turns and k=8: naive top-k returns every turn, so it finds all the evidence
+    naive = next(row for row in rows if row.startswith(f"| {locomo_retrieval.NAIVE} |"))
+    assert naive.split("|")[2].strip() == "1.000"
