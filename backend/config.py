@@ -319,6 +319,8 @@ class MemorySettings(_Section):
     lexical_pool: int = Field(30, ge=0, le=1000)
     # ... the similarity at which two memories count as one fact (above 1: never) ...
     same_fact: float = Field(_RETRIEVAL.same_fact, ge=0, le=2)
+    # ... counting the vector cosine only from this value (above 1: lexical channels only) ...
+    same_fact_cosine: float = Field(_RETRIEVAL.same_fact_cosine, ge=0, le=2)
     # ... and the relevance evidence below which a memory is not recalled (0: off).
     min_relevance: _Unit = _RETRIEVAL.min_relevance
     salient: SalientSettings = SalientSettings()
@@ -348,6 +350,7 @@ class MemorySettings(_Section):
             mode=self.mode,
             hybrid=self.hybrid_weights(),
             same_fact=self.same_fact,
+            same_fact_cosine=self.same_fact_cosine,
             min_relevance=self.min_relevance,
         )
 

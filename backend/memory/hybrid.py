@@ -75,6 +75,7 @@ __all__ = [
     "cjk_share",
     "collapse_restatements",
     "cosine_trust",
+    "fact_similarities",
     "fact_similarity",
     "fold",
     "lexical_relevance",
@@ -380,14 +381,29 @@ def fact_similarity(
     - the same over their stored keywords alone: the extractor labels restatements of
       one fact with much the same keywords, whatever the wording.
     """
+    return fact_similarities(memories, stats, weights)[0]
+
+
+def fact_similarities(
+    memories: Sequence[Memory],
+    stats: CorpusStats | None = None,
+    weights: HybridWeights = DEFAULT_HYBRID,
+    *,
+    cosine_min: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fact_similarity`, and the same with the vector cosine counted only where it
+    reaches ``cosine_min`` (the restatement test of retrieval: in conversation, turns on
+    one subject sit at MiniLM cosine 0.6-0.85 without restating one fact, while the
+    lexical channels tell restatements apart; docs/benchmarks.md, "LoCoMo")."""
     n = len(memories)
     if n == 0:
-        return np.zeros((0, 0))
+        return np.zeros((0, 0)), np.zeros((0, 0))
     docs = [memory_tokens(m) for m in memories]
     keyword_docs = [lexical_tokens("", m.keywords) for m in memories]
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
     by_tokens, by_keywords = _token_cosines([docs, keyword_docs], corpus)
-    similarity = np.maximum(by_tokens, by_keywords)
+    lexical = np.maximum(by_tokens, by_keywords)
+    similarity, same = lexical, lexical
     rows, ok = _unit_rows(memories)
     if ok.sum() >= 2:
         unit = rows.astype(np.float32)
@@ -397,10 +413,13 @@ def fact_similarity(
         cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)
         cos[~ok, :] = 0.0
         cos[:, ~ok] = 0.0
-        similarity = np.maximum(similarity, cos)
+        similarity = np.maximum(lexical, cos)
+        same = np.maximum(lexical, np.where(cos >= cosine_min, cos, 0.0))
     similarity = np.clip(similarity, 0.0, 1.0)
+    same = np.clip(same, 0.0, 1.0)
     np.fill_diagonal(similarity, 1.0)
-    return similarity
+    np.fill_diagonal(same, 1.0)
+    return similarity, same
 
 
 def collapse_restatements(

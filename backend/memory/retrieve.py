@@ -26,7 +26,7 @@ from backend.memory.hybrid import (
     CorpusStats,
     collapse_restatements,
     cosine_trust,
-    fact_similarity,
+    fact_similarities,
     relevance_evidence,
     score_hybrid,
 )
@@ -196,8 +196,10 @@ def _retrieve_hybrid(
     if policy.k <= 0 or not ranked:
         return Retrieval(items=(), below_relevance=below)
     window = ranked[: DIVERSITY_WINDOW * policy.k]
-    similarity = fact_similarity([item.memory for item in window], stats, weights)
-    kept = collapse_restatements(similarity, policy.same_fact)
+    similarity, same = fact_similarities(
+        [item.memory for item in window], stats, weights, cosine_min=policy.same_fact_cosine
+    )
+    kept = collapse_restatements(same, policy.same_fact)
     kept_set = set(kept)
     collapsed = tuple(item.memory.id for i, item in enumerate(window) if i not in kept_set)
     survivors = [window[i] for i in kept]

@@ -13,6 +13,7 @@ from backend.memory.hybrid import (
     cjk_share,
     collapse_restatements,
     cosine_trust,
+    fact_similarities,
     fact_similarity,
     fold,
     lexical_relevance,
@@ -216,6 +217,25 @@ def test_fact_similarity_survives_missing_and_bad_vectors() -> None:
     sim = fact_similarity(pool)
     assert np.isfinite(sim).all() and sim.shape == (4, 4)
     assert fact_similarity([]).shape == (0, 0)
+
+
+def test_neighbours_on_one_subject_are_not_one_fact_unless_their_words_say_so() -> None:
+    """Two turns about one pottery class sit at a middling cosine; only the lexical
+    channels, or a near-identical vector, make a restatement (LoCoMo: the collapse at
+    cosine 0.6 dropped 333 evidence turns; docs/benchmarks.md)."""
+    pool = [
+        memory("signup", "Mel signed up for a pottery class", vector=unit(1, 0.9, 0)),
+        memory("plate", "Mel made a plate in her pottery class", vector=unit(1, 0.3, 0.2)),
+        memory("again", "Mel signed up for a pottery class", vector=unit(0.2, 1, 0)),
+        memory("twin", "The class is on Tuesdays", vector=unit(1, 0.9, 0.01)),
+    ]
+    full, same = fact_similarities(pool, cosine_min=0.92)
+    assert np.allclose(full, fact_similarity(pool))  # GIST keeps every channel
+    assert 0.6 < full[0, 1] < 0.92 and same[0, 1] < 0.6  # neighbours: kept apart
+    assert same[0, 2] > 0.9  # the same words: one fact, whatever the vectors
+    assert same[0, 3] > 0.99  # a near-identical vector still is one
+    assert collapse_restatements(same, 0.6) == [0, 1]
+    assert np.allclose(fact_similarities(pool, cosine_min=0.0)[1], full)
 
 
 def test_collapse_restatements_keeps_the_best_of_each_fact() -> None:
