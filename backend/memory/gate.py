@@ -15,8 +15,9 @@ Order of the rules, and why:
 3. the same fact as a memory recalled this turn, or as a candidate of this same turn
    already written (``siblings``) → ``reinforce <id>`` (the re-extraction feedback loop,
    and one fact said twice in one answer). "Same fact" is retrieval's restatement test
-   (``hybrid.fact_similarity``: vector cosine, IDF-weighted token cosine, keyword
-   cosine) at ``policy.same_fact``, or ``echo_cosine`` on the vectors alone;
+   (``hybrid.fact_similarities``: IDF-weighted token cosine, keyword cosine, and the
+   vector cosine from ``duplicate_cosine`` on, as retrieval counts it) at
+   ``policy.same_fact``, or ``echo_cosine`` on the vectors alone;
 4. within ``duplicate_cosine`` of a stored neighbour, or the same fact as one (the test
    of rule 3) → ``reinforce <id>``;
 5. otherwise ``write``.
@@ -42,7 +43,7 @@ import numpy as np
 
 from backend.memory.contradiction import contradicts
 from backend.memory.grounding import content_tokens, specifics
-from backend.memory.hybrid import CorpusStats, fact_similarity, memory_tokens
+from backend.memory.hybrid import CorpusStats, fact_similarities, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.scoring import cosine
 from backend.memory.types import Candidate, GatePolicy, Memory
@@ -152,11 +153,13 @@ def same_fact(
     *,
     threshold: float,
     context: Sequence[Memory] = (),
+    cosine_min: float = 0.0,
 ) -> tuple[Memory, float] | None:
     """The live memory of ``memories`` that states the candidate's fact, with its
-    similarity (``hybrid.fact_similarity``, IDF over ``memories`` and ``context``; 1 when
-    every content word of the candidate is already in the memory), or ``None`` below
-    ``threshold`` or when the candidate adds detail. Ties go to the lowest id."""
+    similarity (``hybrid.fact_similarities``, IDF over ``memories`` and ``context``, the
+    vector cosine counted from ``cosine_min``; 1 when every content word of the candidate
+    is already in the memory), or ``None`` below ``threshold`` or when the candidate adds
+    detail. Ties go to the lowest id."""
     live = [m for m in memories if not m.is_superseded]
     if not live:
         return None
@@ -170,7 +173,7 @@ def same_fact(
     # A handful of memories says little about how rare a word is: read them as a sample
     # of a namespace of at least MIN_IDF_DOCS, so a word shared by two of them still counts.
     stats = replace(stats, n_docs=max(stats.n_docs, MIN_IDF_DOCS))
-    similarity = fact_similarity(pool, stats)[0, 1:]
+    similarity = fact_similarities(pool, stats, cosine_min=cosine_min)[1][0, 1:]
     said = content_tokens(candidate.content)
     best: tuple[Memory, float] | None = None
     for index in sorted(range(len(live)), key=lambda i: live[i].id):
@@ -272,7 +275,12 @@ def decide(
         echo = _closest(vector, candidate.content, memories, policy.echo_cosine)
         if echo is None:
             restated = same_fact(
-                candidate, vector, memories, threshold=policy.same_fact, context=neighbours
+                candidate,
+                vector,
+                memories,
+                threshold=policy.same_fact,
+                context=neighbours,
+                cosine_min=policy.duplicate_cosine,
             )
             if restated is not None:
                 echo = (restated[0], cosine(vector, restated[0].embedding))
@@ -292,7 +300,13 @@ def decide(
             reason="near-duplicate of a stored memory",
             similarity=duplicate[1],
         )
-    restated = same_fact(candidate, vector, neighbours, threshold=policy.same_fact)
+    restated = same_fact(
+        candidate,
+        vector,
+        neighbours,
+        threshold=policy.same_fact,
+        cosine_min=policy.duplicate_cosine,
+    )
     if restated is not None:
         return GateDecision(
             "reinforce",
