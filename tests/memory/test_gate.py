@@ -224,3 +224,15 @@ def test_a_stored_fact_said_again_in_other_words_is_reinforced() -> None:
     decision = decide(candidate("I'm a software tester."), rotated(E0, 0.68), neighbours=[stored])
     assert (decision.action, decision.target_id) == ("reinforce", "m1")
     assert decision.reason == "the same fact as a stored memory"
+
+
+def test_a_neighbour_on_the_same_subject_is_written_not_merged() -> None:
+    """Vectors at 0.85 (the same subject) with other words are two facts, on the write side
+    as on retrieval's (one notion of "same fact": the cosine counts from
+    ``duplicate_cosine``); the same words at that cosine are one."""
+    signup = memory("m1", "The user signed up for a pottery class.", vector=E0)
+    plate = candidate("The user made a plate in pottery class.")
+    assert decide(plate, rotated(E0, 0.85), siblings=[signup]).action == "write"
+    again = candidate("The user signed up for a pottery class!")
+    decision = decide(again, rotated(E0, 0.85), siblings=[signup])
+    assert (decision.action, decision.target_id) == ("reinforce", "m1")
