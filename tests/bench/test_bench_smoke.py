@@ -90,3 +90,30 @@ def test_prompt_size_prints_the_table_and_writes_the_plot(
         assert png.read_bytes().startswith(b"\x89PNG")
     else:
         assert "matplotlib is not installed" in out
+
+
+def test_channel_slices_prints_a_row_per_variant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tiny corpus in the eval format (invented): one row per channel weight."""
+    import json
+
+    from bench import channel_slices
+
+    memories = [
+        {"id": "m1", "content": "The user's cat is called Dumpling", "topic": "cat",
+         "category": "relationship", "importance": 0.8, "created_days_ago": 3,
+         "last_access_days_ago": 3},
+        {"id": "m2", "content": "The user runs every morning", "topic": "run",
+         "category": "preference", "importance": 0.6, "created_days_ago": 1,
+         "last_access_days_ago": 1},
+    ]  # fmt: skip
+    queries = [
+        {"id": "q1", "text": "What is my cat called?", "relevant": ["m1"],
+         "needed_topics": ["cat"], "target_emotion": None, "stale": [], "tags": ["emotional"]},
+    ]  # fmt: skip
+    (tmp_path / "memories.jsonl").write_text("\n".join(json.dumps(m) for m in memories))
+    (tmp_path / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    assert channel_slices.main(["--corpus", str(tmp_path), "--weights", "0.1"]) == 0
+    header = _header(capsys.readouterr().out, "hybrid weights")
+    assert header[1] == "recall@8" and "emotional recall" in header
