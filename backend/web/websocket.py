@@ -1,4 +1,4 @@
-"""The NeMo Agent Toolkit UI's WebSocket mode at ``/websocket`` (wire.md).
+"""The NeMo Agent Toolkit UI's WebSocket mode at ``/websocket`` (docs/api.md).
 
 Client → server, one JSON text frame per message (the UI's: components/Chat/Chat.tsx
 :994-1005 in NVIDIA/NeMo-Agent-Toolkit-UI)::
@@ -9,9 +9,11 @@ Client → server, one JSON text frame per message (the UI's: components/Chat/Ch
                                "content": [{"type": "text", "text": "hi"}]}]}}
 
 ``content`` may also be a plain string, or ``{"text": ...}``; a message's ``content`` may be
-a string or a list of text parts. As in the HTTP API the last user message is the turn,
-earlier user/assistant messages seed a *new* conversation only, and system messages are
-appended to the persona's prompt.
+a string or a list of text parts. As in the HTTP API the last user message is the turn;
+earlier user/assistant messages (the UI's "chat history" setting) are lined up with the
+conversation's transcript (``backend.engine.session_placement``: the same message again
+redoes its reply, an edit starts a branch, a new conversation is seeded with them); system
+messages are appended to the persona's prompt.
 
 Server → client, every message with a non-empty ``conversation_id`` (the client's, or a
 new id when it sent none; it is also the session id of the turn) and ``parent_id`` (the
