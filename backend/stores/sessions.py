@@ -268,31 +268,19 @@ class SessionStore:
         and the error. Raises ``KeyError`` for an unknown id and ``ValueError`` when the
         message is not pending (it was already finalised).
         """
-        check_choice(status, ("complete", "incomplete"), "a final status")
-        content, error = storable(content), None if error is None else storable(error)
-        select = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id")
-        with self.db.write() as db:
-            row = db.execute(select, {"id": message_id}).first()
-            if row is None:
-                raise KeyError(message_id)
-            if row._mapping["status"] != "pending":
-                raise ValueError(f"message {message_id} is already {row._mapping['status']}")
-            db.execute(
-                text("UPDATE messages SET content = :c, status = :s, error = :e WHERE id = :id"),
-                {"c": content, "s": status, "e": error, "id": message_id},
-            )
-            db.execute(
-                text("UPDATE sessions SET updated_at = :now WHERE id = :id"),
-                {"now": stamp(self._clock.now()), "id": row._mapping["session_id"]},
-            )
-            row = db.execute(select, {"id": message_id}).one()
-        return message_from_row(row)
+        return self._finalise(message_id, content, status, error, pending_only=True)
 
     def replace_message(
         self, message_id: int, content: str, status: Status, error: str | None = None
     ) -> Message:
         """Replace a finished reply's text (a regeneration, a continuation). Raises
         ``KeyError`` for an unknown id."""
+        return self._finalise(message_id, content, status, error, pending_only=False)
+
+    def _finalise(
+        self, message_id: int, content: str, status: Status, error: str | None, *,
+        pending_only: bool,
+    ) -> Message:  # fmt: skip
         check_choice(status, ("complete", "incomplete"), "a final status")
         content, error = storable(content), None if error is None else storable(error)
         select = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id")
@@ -300,6 +288,8 @@ class SessionStore:
             row = db.execute(select, {"id": message_id}).first()
             if row is None:
                 raise KeyError(message_id)
+            if pending_only and row._mapping["status"] != "pending":
+                raise ValueError(f"message {message_id} is already {row._mapping['status']}")
             db.execute(
                 text("UPDATE messages SET content = :c, status = :s, error = :e WHERE id = :id"),
                 {"c": content, "s": status, "e": error, "id": message_id},

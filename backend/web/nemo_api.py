@@ -32,12 +32,8 @@ Before the first token it is a 502, as on the chat routes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
-import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,15 +42,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from backend.engine.turn import SessionConflict, Turn, TurnRequest
+from backend.engine.turn import Turn, TurnRequest
 from backend.llm.port import LLMError
-from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
 from backend.web import openai_api
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
 from backend.web.schemas import ERROR_RESPONSES
-from backend.web.turn_steps import activation_payload, memory_report
+from backend.web.turn_steps import activation_payload, memory_report, step_line
 
 log = logging.getLogger(__name__)
 router = APIRouter(
@@ -65,8 +60,6 @@ router = APIRouter(
         502: {"description": "The chat model failed before the reply began"},
     },
 )
-
-_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 
 class GenerateRequest(BaseModel):
@@ -96,10 +89,7 @@ def _session_id(request: Request) -> str | None:
     for header in ("conversation-id", "x-session-id"):
         value = request.headers.get(header)
         if value and value.strip():
-            value = value.strip()[:128]
-            if _HEADER_SAFE.fullmatch(value):
-                return value
-            return "u-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            return openai_api.header_safe(value.strip()[:128])
     return None
 
 
@@ -117,12 +107,7 @@ async def _start(
     turn_request = TurnRequest(
         user_id=user, text=text, persona_id=body.model, session_id=_session_id(request)
     )
-    try:
-        turn = await services.engine.begin(turn_request)
-    except UnknownPersona:
-        raise APIError(404, f"unknown model (persona) {body.model!r}", "model_not_found") from None
-    except SessionConflict:
-        raise APIError(404, "session not found", "session_not_found") from None
+    turn = await openai_api.begin_turn(services, turn_request)
     stream = turn.stream()
     try:
         first = await anext(stream, None)
@@ -138,21 +123,6 @@ def _failed(exc: LLMError, turn: Turn) -> JSONResponse:
         status_code=502,
         headers={"X-Session-Id": turn.session.id},
     )
-
-
-def _step(name: str, payload: Any, turn: Turn) -> bytes:
-    """One ``intermediate_data:`` line, with the fields the UI's proxy reads
-    (response-processors.js:25-36); ``id`` must be set or the UI drops the step
-    (utils/app/helper.ts:153)."""
-    step = {
-        "id": uuid.uuid4().hex,
-        "name": name,
-        "payload": json.dumps(payload, ensure_ascii=False),
-        "status": "complete",
-        "parent_id": turn.turn_id,
-        "time_stamp": time.time(),
-    }
-    return f"intermediate_data: {json.dumps(step, ensure_ascii=False)}\n\n".encode()
 
 
 def _value(text: str) -> ServerSentEvent:
@@ -212,7 +182,7 @@ async def generate_stream(
     async def events() -> AsyncIterator[ServerSentEvent | bytes]:
         said = bool(first)
         try:
-            yield _step("Memory activation", activation_payload(turn), turn)
+            yield step_line("Memory activation", activation_payload(turn), turn)
             if first:
                 yield _value(first)
             async for text in stream:
@@ -231,7 +201,7 @@ async def generate_stream(
             await stream.aclose()
         report = await memory_report(turn)
         if report is not None:
-            yield _step("Memory report", report, turn)
+            yield step_line("Memory report", report, turn)
         yield ServerSentEvent("[DONE]")
 
     return EventSourceResponse(events(), headers={"X-Session-Id": turn.session.id}, ping=15)

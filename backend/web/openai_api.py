@@ -40,7 +40,7 @@ from backend.storable_text import unstorable_reason
 from backend.web.chat_messages import ChatInput, part_text, read_messages
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
-from backend.web.turn_steps import activation_payload, memory_report
+from backend.web.turn_steps import activation_payload, memory_report, step_line
 from backend.web.utility_requests import utility_kind
 
 log = logging.getLogger(__name__)
@@ -163,11 +163,11 @@ def _session_id(request: Request, body: ChatRequest) -> str | None:
     for header in SESSION_HEADERS:
         value = request.headers.get(header)
         if value and value.strip():
-            return _header_safe(value.strip()[:128])
-    return _header_safe(body.user.strip()[:128]) if body.user and body.user.strip() else None
+            return header_safe(value.strip()[:128])
+    return header_safe(body.user.strip()[:128]) if body.user and body.user.strip() else None
 
 
-def _header_safe(value: str) -> str:
+def header_safe(value: str) -> str:
     """The session id as given when it can travel back in ``X-Session-Id`` (visible ASCII),
     else a stable id derived from it: the same ``user`` string always finds its session,
     and a response header never carries a control or non-ASCII character."""
@@ -261,20 +261,7 @@ def _usage(turn: Turn | PlainCompletion) -> dict[str, int]:
     }
 
 
-def _step(name: str, payload: Any, turn: Turn) -> bytes:
-    """One NeMo-UI ``intermediate_data:`` line (not an SSE field; the UI reads it raw)."""
-    step = {
-        "id": uuid.uuid4().hex,
-        "name": name,
-        "payload": json.dumps(payload, ensure_ascii=False),
-        "status": "complete",
-        "parent_id": turn.turn_id,
-        "time_stamp": time.time(),
-    }
-    return f"intermediate_data: {json.dumps(step, ensure_ascii=False)}\n\n".encode()
-
-
-async def _begin(services: Any, turn_request: TurnRequest) -> Turn:
+async def begin_turn(services: Any, turn_request: TurnRequest) -> Turn:
     try:
         return await services.engine.begin(turn_request)
     except UnknownPersona:
@@ -309,7 +296,7 @@ async def _chat(
     if utility is not None:
         return await _plain(body, services, chat, utility)
     limit = services.settings.server.max_message_chars
-    turn = await _begin(services, _turn_request(request, body, user, limit, chat))
+    turn = await begin_turn(services, _turn_request(request, body, user, limit, chat))
     headers = {"X-Session-Id": turn.session.id}
     cid = f"chatcmpl-{turn.turn_id}"
     return await _respond(body, turn, turn if steps else None, cid, turn.persona.id, headers)
@@ -405,7 +392,7 @@ async def _respond(
     async def events() -> AsyncIterator[ServerSentEvent | bytes]:
         try:
             if steps and turn is not None:
-                yield _step("Memory activation", activation_payload(turn), turn)
+                yield step_line("Memory activation", activation_payload(turn), turn)
             yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"role": "assistant"})))
             if first:
                 yield ServerSentEvent(json.dumps(_chunk(cid, created, model, {"content": first})))
@@ -421,7 +408,7 @@ async def _respond(
             if steps and turn is not None and turn.merged is not None:
                 report = await memory_report(turn)  # bounded: the UI waits for the end
                 if report is not None:
-                    yield _step("Memory report", report, turn)
+                    yield step_line("Memory report", report, turn)
         except LLMError as exc:
             message = f"the chat model failed: {exc}"
             # As reply text too: a client that shows only content (the NeMo UI's proxy

@@ -5,7 +5,10 @@ memory report, waited for a bounded time, before the reply's end."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
+import uuid
 from typing import Any
 
 from backend.engine.report import activation_part
@@ -45,3 +48,18 @@ async def memory_report(turn: Turn, timeout: float | None = None) -> dict[str, A
 
 def activation_payload(turn: Turn) -> dict[str, Any]:
     return {"activated": activation_part(turn.activation)["activated"]}
+
+
+def step_line(name: str, payload: Any, turn: Turn) -> bytes:
+    """One NeMo-UI ``intermediate_data:`` line (not an SSE field: the UI's proxy reads it
+    raw, with the fields of response-processors.js:25-36); ``id`` must be set or the UI
+    drops the step (utils/app/helper.ts:153)."""
+    step = {
+        "id": uuid.uuid4().hex,
+        "name": name,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "status": "complete",
+        "parent_id": turn.turn_id,
+        "time_stamp": time.time(),
+    }
+    return f"intermediate_data: {json.dumps(step, ensure_ascii=False)}\n\n".encode()
