@@ -53,7 +53,7 @@ async def test_the_gate_keeps_only_what_the_user_said(rig: Rig) -> None:
     _, report = await rig.engine.run(
         TurnRequest(user_id="u1", text="hi! I love green tea, the grassy kind")
     )
-    assert [w["content"] for w in report["written"]] == ["I love green tea."]
+    assert [w["content"] for w in report["written"]] == ["The user loves green tea."]
     assert [r["content"] for r in report["reinforced"]] == ["The user loves green tea."]
     reasons = {r["content"]: r["reason"] for r in report["rejected"]}
     assert reasons["Hello there!"].startswith("content-free")
