@@ -358,7 +358,7 @@ class MemorySettings(_Section):
         return GatePolicy(**self.gate.model_dump())
 
     def activation_policy(self) -> ActivationPolicy:
-        """How activation gathers and ranks candidates (``backend.stores.long_term``)."""
+        """How activation gathers and ranks candidates (``backend.longterm.memory``)."""
         return ActivationPolicy(
             retrieval=self.retrieval_policy(),
             pool=self.pool,

@@ -27,7 +27,7 @@ from backend.clock import FixedClock
 from backend.engine.conversation_match import ClientMessage
 from backend.engine.session_placement import MATCH_SESSIONS, resolve
 from backend.personas import PersonaRegistry
-from backend.stores.sessions import SessionStore
+from backend.sessions.store import SessionStore
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from backend.embeddings.port import Embedder
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import ActivationPolicy
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
 from bench.retrieval_quality import NS, Rig, Runner, evaluate, load_memories
 
 REPO = Path(__file__).resolve().parent.parent

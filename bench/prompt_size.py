@@ -52,10 +52,10 @@ from backend.hippocampus import (
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS, ITEM_MAX_CHARS
 from backend.llm.fake import FakeChatModel
 from backend.llm.port import LLMUnavailable
+from backend.longterm.memory import LongTermMemory
 from backend.memory.keywords import extract_keywords
+from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from bench._rig import (
     FEELINGS,
     REPO,

@@ -44,9 +44,9 @@ import numpy as np
 from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.longterm.memory import LongTermMemory
 from backend.memory.retrieve import retrieve
 from backend.memory.types import ActivationPolicy, Memory, Namespace
-from backend.stores.long_term import LongTermMemory
 from backend.stores.vector_port import VectorStore
 
 NS = Namespace("bench-user", "bench-persona")

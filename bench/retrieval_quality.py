@@ -35,6 +35,7 @@ from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 from backend.embeddings.port import Embedder
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import (
     ActivationPolicy,
     Emotion,
@@ -43,7 +44,6 @@ from backend.memory.types import (
     RetrievalPolicy,
     ScoreWeights,
 )
-from backend.stores.long_term import LongTermMemory
 from backend.stores.vector_port import VectorStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -55,11 +55,11 @@ from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState, build_messages, hippocampus_schema
 from backend.llm.openai_compat import OpenAICompatChatModel
 from backend.llm.port import TextDelta
+from backend.longterm.memory import LongTermMemory
 from backend.memory.keywords import extract_keywords
 from backend.memory.types import Emotion, Memory, Namespace
+from backend.sessions.store import SessionStore
 from backend.stores.chroma_store import ChromaVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from bench._rig import (
     FEELINGS,
     TextMaker,

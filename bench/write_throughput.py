@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20260601)
     args = parser.parse_args(argv)
 
-    from backend.stores.long_term import LongTermMemory
+    from backend.longterm.memory import LongTermMemory
 
     settings = MemorySettings()
     local = LocalMiniLMEmbedder()

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from backend.__main__ import main
+from backend.cli.demo import DemoUsageError, load_script, parse_script, run, score
+from backend.cli.main import main
 from backend.config import load_settings
-from backend.demo import REPO_DEMOS, DemoUsageError, load_script, parse_script, run, score
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
+REPO_DEMOS = REPO / "personas" / "demos"
 
 
 def _fact(content: str, keywords: list[str], supersedes: str | None = None) -> dict[str, Any]:

@@ -202,7 +202,7 @@ def test_import_writes_a_loadable_card_and_refuses_to_overwrite(tmp_path: Path) 
 def test_cli_lists_and_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
-    from backend.__main__ import main
+    from backend.cli.main import main
 
     directory = tmp_path / "personas"
     shutil.copytree(Path(__file__).resolve().parent.parent / "personas", directory)

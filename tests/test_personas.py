@@ -243,9 +243,9 @@ def test_registry_add_serves_a_new_persona(tmp_path: Path) -> None:
 
 def test_long_term_write_takes_a_personas_gate() -> None:
     from backend.clock import SystemClock
+    from backend.longterm.memory import LongTermMemory
     from backend.memory.types import Candidate, GatePolicy, Namespace
     from backend.stores.in_memory import InMemoryVectorStore
-    from backend.stores.long_term import LongTermMemory
     from tests.stores.fakes import BagOfWordsEmbedder
 
     long_term = LongTermMemory(InMemoryVectorStore(), BagOfWordsEmbedder(), SystemClock())

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from backend.stores.sessions import Message
+from backend.sessions.store import Message
 
 Kind = Literal["turn", "regenerate", "continue", "reply"]
 Final = Literal["turn", "continue", "reply"]

@@ -3,7 +3,7 @@
 The app runs ``maintenance_loop`` in its lifespan (memory-model.md: "A decay pass
 (scheduled by the app, not by callers)"). With several app processes on one session
 database, each pass runs in one process only: the loop claims it in the database first
-(``backend.stores.cluster_jobs``), and prunes the change log the processes' lexical
+(``backend.sessions.cluster_jobs``), and prunes the change log the processes' lexical
 indexes follow (``backend.stores.change_feed``). Failure policy: a failing pass is logged
 and retried at the next interval; it never stops the app.
 """
@@ -17,10 +17,10 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from backend.longterm.memory import LongTermMemory
+from backend.sessions.cluster_jobs import claim_job
+from backend.sessions.db import SessionDatabase
 from backend.stores.change_feed import ChangeFeed
-from backend.stores.cluster_jobs import claim_job
-from backend.stores.long_term import LongTermMemory
-from backend.stores.session_db import SessionDatabase
 
 log = logging.getLogger(__name__)
 

@@ -44,9 +44,9 @@ from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_sessi
 from backend.engine.session_state import load_state, save_state, verbatim_items
 from backend.hippocampus import SessionMemoryState, enforce_budget, merge
 from backend.hippocampus.budget import chunked_trim
+from backend.longterm.memory import WriteOutcome
 from backend.memory.types import Emotion, Memory
-from backend.stores.long_term import WriteOutcome
-from backend.stores.sessions import Message, StaleMerge
+from backend.sessions.store import Message, StaleMerge
 
 if TYPE_CHECKING:
     from backend.engine.turn import Turn, TurnEngine

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from backend.engine.evidence import turn_evidence
-from backend.engine.outbox_replay import write_or_queue
 from backend.hippocampus import (
     HippocampusParseError,
     HippocampusResult,
@@ -39,10 +38,11 @@ from backend.hippocampus.compact import (
     roll_background,
 )
 from backend.llm.port import LLMError
+from backend.longterm.memory import WriteOutcome
+from backend.longterm.outbox_replay import write_or_queue
 from backend.memory.screening import Screened, accepted, screen
 from backend.memory.types import GatePolicy, Memory, Namespace
 from backend.personas import Persona
-from backend.stores.long_term import WriteOutcome
 
 if TYPE_CHECKING:
     from backend.engine.turn import Turn, TurnEngine

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from backend.longterm.memory import Activation, WriteOutcome
 from backend.memory.types import Emotion, Memory, ScoredMemory
-from backend.stores.long_term import Activation, WriteOutcome
 
 
 def memory_summary(memory: Memory) -> dict[str, Any]:

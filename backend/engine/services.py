@@ -28,13 +28,13 @@ from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.embedded_llama import all_threads
 from backend.llm.port import ChatModel, LLMError
 from backend.llm.reply_first import ReplyFirst
+from backend.longterm.memory import LongTermMemory
+from backend.longterm.outbox import OutboxError, WriteOutbox
 from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
+from backend.sessions.store import SessionStore, SessionStoreError
 from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
 from backend.stores.lexical_index import LexicalIndex
-from backend.stores.long_term import LongTermMemory
-from backend.stores.outbox import OutboxError, WriteOutbox
-from backend.stores.sessions import SessionStore, SessionStoreError
 from backend.stores.vector_port import VectorStore
 
 log = logging.getLogger(__name__)
@@ -313,7 +313,7 @@ def _build_services(settings: Settings, clock: Clock) -> Services:
     interrupted = sessions.mark_incomplete_pending()
     if interrupted:
         log.warning("marked %d interrupted replies as incomplete", interrupted)
-    try:  # long-term writes wait here while the store is down (backend.stores.outbox)
+    try:  # long-term writes wait here while the store is down (backend.longterm.outbox)
         outbox = WriteOutbox(settings.storage.data_dir / "outbox.sqlite3")
     except OutboxError as exc:
         sessions.close()

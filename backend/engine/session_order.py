@@ -1,6 +1,6 @@
 """Ordering across processes: wait for a session's cross-process lock from asyncio.
 
-``backend.stores.session_locks`` gives non-blocking ``try_acquire``; this polls it from
+``backend.sessions.locks`` gives non-blocking ``try_acquire``; this polls it from
 the event loop (a short back-off), so a turn that waits parks no worker thread — the
 merge it waits for may need one. Inside a process the turn engine's ``asyncio.Lock``
 comes first, so only turns of *other* processes are ever polled for.
@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from backend.stores.session_locks import LockHandle, LockKind, SessionLocks
+from backend.sessions.locks import LockHandle, LockKind, SessionLocks
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from backend.engine.conversation_match import (
     tail_needed,
 )
 from backend.personas import PersonaRegistry
-from backend.stores.sessions import MAX_SESSION_ID, Session, SessionExists, SessionStore
+from backend.sessions.store import MAX_SESSION_ID, Session, SessionExists, SessionStore
 
 MATCH_SESSIONS = 20  # the user's most recent sessions a resent history is matched against
 BRANCHES = 200  # a conversation's branches looked at

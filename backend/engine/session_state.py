@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from backend.hippocampus import SessionMemoryState, ShortTermItem, enforce_budget
 from backend.hippocampus.budget import chunked_trim
-from backend.stores.sessions import Message, SessionStore
+from backend.sessions.store import Message, SessionStore
 
 
 async def load_state(sessions: SessionStore, session_id: str) -> tuple[SessionMemoryState, int]:

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from backend.longterm.memory import LongTermMemory, WriteOutcome
 from backend.memory.types import CATEGORIES, Candidate, Memory, Namespace
 from backend.storable_text import storable
-from backend.stores.long_term import LongTermMemory, WriteOutcome
 
 MAX_TOOL_ROUNDS = 3  # tool rounds per turn before the model must answer in text
 

@@ -53,11 +53,11 @@ from backend.engine.shown_notes import ShownNotes
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.hippocampus import SessionMemoryState
 from backend.llm.port import ChatModel, Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
+from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
 from backend.memory.types import Memory, Namespace
 from backend.personas import Persona, PersonaRegistry
-from backend.stores.long_term import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
-from backend.stores.session_locks import LockHandle
-from backend.stores.sessions import Message, Session, SessionStore
+from backend.sessions.locks import LockHandle
+from backend.sessions.store import Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 

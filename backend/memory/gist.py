@@ -14,7 +14,6 @@ Failure policy: bad input or configuration raises ``ValueError``; nothing degrad
 from __future__ import annotations
 
 import operator
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -421,9 +420,3 @@ def gist_select(
 def _result(row: Sequence[int] | NDArray, stage: Stage, *values: float) -> GistResult:
     f, g, div, threshold, d_max = (float(x) for x in values)
     return GistResult(tuple(int(i) for i in row if i >= 0), f, g, div, threshold, stage, d_max)
-
-
-if __name__ == "__main__":
-    from backend.memory.gist_conformance import main
-
-    sys.exit(main())

@@ -36,9 +36,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.memory.hybrid import CorpusStats
 from backend.memory.types import Memory, Namespace
+from backend.sessions.db import SessionDatabase
 from backend.stores.forwarding_store import ForwardingVectorStore
 from backend.stores.lexical_index import InMemoryLexicalIndex
-from backend.stores.session_db import SessionDatabase
 from backend.stores.vector_port import VectorStore
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ back without it (``embedding=None``: backfill, an edit or ``limbic-memory doctor
 --repair`` gives it a new one); a record with no readable metadata is skipped. Those ids
 are logged once per process and kept in ``repair_state()`` (``/healthz``:
 ``needs_repair``) until they are written or deleted again. ``scan_records`` reads a whole
-namespace that way for ``backend.doctor``.
+namespace that way for ``backend.cli.doctor``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class _Read:
 
 @dataclass(slots=True)
 class RecordScan:
-    """Every record of one namespace as ``scan_records`` read it (``backend.doctor``)."""
+    """Every record of one namespace as ``scan_records`` read it (``backend.cli.doctor``)."""
 
     namespace: Namespace
     listed: int = 0  # distinct ids the two collections list

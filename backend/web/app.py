@@ -12,9 +12,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.config import Settings
 from backend.engine.maintenance import maintenance_loop
-from backend.engine.outbox_replay import outbox_loop
 from backend.engine.services import Services, build_services
 from backend.engine.warm_up import warm_up
+from backend.longterm.outbox_replay import outbox_loop
 from backend.web import health, memories_api, nemo_api, openai_api, personas_api, sessions_api
 from backend.web.errors import error_body, install_error_handlers
 from backend.web.log_masking import install_log_masking

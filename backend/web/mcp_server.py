@@ -39,10 +39,10 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import CATEGORIES, Candidate, Namespace
 from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
-from backend.stores.long_term import LongTermMemory
 from backend.web.deps import user_for_authorization
 from backend.web.errors import error_body
 

@@ -33,8 +33,8 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from backend.engine.services import Services
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Memory, Namespace
-from backend.stores.long_term import LongTermMemory
 from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError

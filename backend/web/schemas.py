@@ -14,11 +14,11 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backend.config import PERSONA_ID_PATTERN
+from backend.longterm.memory import ImportReport
 from backend.memory.types import Memory
 from backend.personas import Persona
+from backend.sessions.store import Message, Session, TurnReport
 from backend.storable_text import unstorable_reason
-from backend.stores.long_term import ImportReport
-from backend.stores.sessions import Message, Session, TurnReport
 
 # The categories of ``backend.memory.types.CATEGORIES`` (a test keeps the two equal).
 Category = Literal[

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Query
 from backend.config import PERSONA_ID_PATTERN
 from backend.engine.services import Services
 from backend.memory.types import Namespace
-from backend.stores.sessions import Session, SessionNotFound
+from backend.sessions.store import Session, SessionNotFound
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError
 from backend.web.memories_api import MAX_OFFSET, delete_memories, store_errors

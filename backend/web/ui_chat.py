@@ -31,8 +31,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
 from backend.personas import Persona, UnknownPersona
+from backend.sessions.store import Message, Session
 from backend.storable_text import unstorable_reason
-from backend.stores.sessions import Message, Session
 from backend.web.ui_support import (
     SECURITY_HEADERS,
     UiError,

@@ -75,8 +75,8 @@ from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.llm.port import LLMError
 from backend.personas import UnknownPersona
+from backend.sessions.store import MAX_SESSION_ID
 from backend.storable_text import unstorable_reason
-from backend.stores.sessions import MAX_SESSION_ID
 from backend.web.deps import websocket_user
 from backend.web.turn_steps import memory_report
 

@@ -22,12 +22,12 @@ from backend.engine.maintenance import maintenance_loop
 from backend.engine.session_order import acquire_session
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.llm.fake import FakeChatModel
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import ActivationPolicy, Candidate, Namespace
 from backend.personas import PersonaRegistry
+from backend.sessions.store import SessionStore
 from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from backend.stores.vector_port import VectorStore
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.web.harness import REPO

@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import text
 
 from backend.clock import FixedClock
-from backend.stores.cluster_jobs import claim_job, job_owner
-from backend.stores.session_schema import _SQLITE_V1
-from backend.stores.sessions import INTERRUPTED, SCHEMA_VERSION, SessionStore, SessionStoreError
+from backend.sessions.cluster_jobs import claim_job, job_owner
+from backend.sessions.schema import _SQLITE_V1
+from backend.sessions.store import INTERRUPTED, SCHEMA_VERSION, SessionStore, SessionStoreError
 from tests.web.harness import REPO
 
 T0 = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
@@ -72,7 +72,7 @@ def test_a_dead_connection_frees_its_locks_at_once(postgres_url: str) -> None:
 HOLDER = """
 import sys
 from backend.clock import SystemClock
-from backend.stores.sessions import SessionStore
+from backend.sessions.store import SessionStore
 store = SessionStore(sys.argv[1], SystemClock())
 assert store.locks.try_acquire("s1") is not None
 print("locked", flush=True)

@@ -10,10 +10,10 @@ import pytest
 from backend.clock import FixedClock
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.fake import FakeChatModel
+from backend.longterm.memory import LongTermMemory
 from backend.personas import PersonaRegistry
+from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from tests.stores.fakes import BagOfWordsEmbedder
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from backend.engine.conversation_match import ClientMessage, place, plausible
-from backend.stores.sessions import Message
+from backend.sessions.store import Message
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

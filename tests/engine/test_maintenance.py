@@ -4,9 +4,9 @@ from datetime import UTC, datetime
 
 from backend.clock import FixedClock
 from backend.engine.maintenance import run_maintenance
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Candidate, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
 from tests.stores.fakes import BagOfWordsEmbedder
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from backend.engine.turn import Turn, TurnRequest
-from backend.stores.sessions import StaleMerge
+from backend.sessions.store import StaleMerge
 
 from .conftest import Rig, make_rig
 

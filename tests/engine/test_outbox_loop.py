@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from backend.clock import FixedClock
-from backend.engine.outbox_replay import outbox_loop, write_or_queue
+from backend.longterm.memory import LongTermMemory
+from backend.longterm.outbox import WriteOutbox
+from backend.longterm.outbox_replay import outbox_loop, write_or_queue
 from backend.memory.types import Candidate, Memory, Namespace
-from backend.stores.long_term import LongTermMemory
-from backend.stores.outbox import WriteOutbox
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.stores.test_outbox import SwitchedStore
 

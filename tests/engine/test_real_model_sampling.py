@@ -16,10 +16,10 @@ from backend.clock import FixedClock
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.llm.embedded_llama import EmbeddedLlamaChatModel
 from backend.llm.port import Sampling
+from backend.longterm.memory import LongTermMemory
 from backend.personas import PersonaRegistry
+from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.support import require_embedded_model
 

@@ -12,11 +12,11 @@ from backend.clock import FixedClock
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.llm.embedded_llama import EmbeddedLlamaChatModel
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Namespace
 from backend.personas import PersonaRegistry
+from backend.sessions.store import SessionStore
 from backend.stores.chroma_store import ChromaVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from tests.support import require_embedded_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model, pytest.mark.slow]

@@ -13,7 +13,7 @@ import pytest
 from backend.engine.turn import TurnRequest
 from backend.llm.port import LLMStreamInterrupted, LLMUnavailable, ToolCall
 from backend.memory.types import Namespace
-from backend.stores.sessions import SessionState
+from backend.sessions.store import SessionState
 from tests.stores.fakes import BagOfWordsEmbedder
 
 from .conftest import Rig, make_rig

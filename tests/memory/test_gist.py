@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from backend.cli.gist_conformance import run_cases
 from backend.memory import gist
 from backend.memory.gist import GistResult, distance_matrix, gist_select
-from backend.memory.gist_conformance import run_cases
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = "golden-selection.json"
@@ -32,7 +32,7 @@ def _cases(fixtures_dir: Path) -> list[dict[str, Any]]:
 
 def _cli(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "backend.memory.gist", str(path)],
+        [sys.executable, "-m", "backend.cli.gist_conformance", str(path)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

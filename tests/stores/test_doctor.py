@@ -1,4 +1,4 @@
-"""``limbic-memory doctor`` (``backend.doctor.run``) on real data directories: a healthy
+"""``limbic-memory doctor`` (``backend.cli.doctor.run``) on real data directories: a healthy
 one, one whose embedded Chroma store was damaged on purpose (``test_tolerant_reads``),
 repaired and checked again, a busy one, and a Chroma server's."""
 
@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backend import doctor
+from backend.cli import doctor
 from backend.clock import SystemClock
 from backend.config import Settings, load_settings
 from backend.data_dir_lock import acquire_data_dir
+from backend.longterm.memory import LongTermMemory
+from backend.longterm.outbox import PendingWrite, WriteOutbox
 from backend.memory.types import Candidate
+from backend.sessions.store import SCHEMA_VERSION, SessionStore
 from backend.stores.chroma_store import ChromaVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.outbox import PendingWrite, WriteOutbox
-from backend.stores.sessions import SCHEMA_VERSION, SessionStore
 from tests.chroma_server import ChromaServer
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.stores.test_tolerant_reads import (

@@ -10,11 +10,11 @@ import pytest
 
 from backend.clock import FixedClock
 from backend.config import MemorySettings
+from backend.longterm.memory import LongTermMemory
 from backend.memory.hybrid import lexical_tokens
 from backend.memory.types import Candidate, Emotion, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex
-from backend.stores.long_term import LongTermMemory
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
 from .fakes import BagOfWordsEmbedder

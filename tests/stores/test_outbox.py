@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from backend.clock import FixedClock
-from backend.engine.outbox_replay import replay_once, write_or_queue
+from backend.longterm.memory import LongTermMemory, WriteInterrupted
+from backend.longterm.outbox import MAX_ATTEMPTS, PendingWrite, WriteOutbox
+from backend.longterm.outbox_replay import replay_once, write_or_queue
 from backend.memory.types import Candidate, Emotion, GatePolicy, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory, WriteInterrupted
-from backend.stores.outbox import MAX_ATTEMPTS, PendingWrite, WriteOutbox
 from backend.stores.vector_port import VectorStoreUnavailable
 
 from .fakes import BagOfWordsEmbedder

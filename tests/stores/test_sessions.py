@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.clock import FixedClock
-from backend.stores.sessions import (
+from backend.sessions.store import (
     INTERRUPTED,
     SCHEMA_VERSION,
     SessionExists,

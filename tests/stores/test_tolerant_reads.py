@@ -31,12 +31,12 @@ import numpy as np
 import pytest
 from chromadb.errors import InternalError
 
+from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Memory, Namespace
 from backend.stores.chroma_store import ChromaVectorStore
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.lazy_store import LazyVectorStore
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex
-from backend.stores.long_term import LongTermMemory
 from backend.stores.memory_codec import ROLE_VECTORS, collection_name
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web import health

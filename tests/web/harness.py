@@ -21,10 +21,10 @@ from backend.config import load_settings
 from backend.engine.services import Services, turn_settings
 from backend.engine.turn import TurnEngine
 from backend.llm.openai_compat import OpenAICompatChatModel
+from backend.longterm.memory import LongTermMemory
 from backend.personas import PersonaRegistry
+from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
-from backend.stores.long_term import LongTermMemory
-from backend.stores.sessions import SessionStore
 from backend.stores.vector_port import VectorStore
 from backend.web.app import create_app
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer

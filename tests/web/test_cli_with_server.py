@@ -261,11 +261,11 @@ def test_a_cli_process_owning_the_data_dir_stops_the_next_one(tmp_path: Path) ->
 def test_demo_on_a_data_dir_a_server_owns_runs_against_that_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import backend.demo
-    from backend.__main__ import main
+    import backend.cli.demo
+    from backend.cli.main import main
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(backend.demo, "run", lambda **kwargs: seen.update(kwargs) or 0)
+    monkeypatch.setattr(backend.cli.demo, "run", lambda **kwargs: seen.update(kwargs) or 0)
     other = tmp_path / "other-data"
     config = _offline_config(tmp_path, tmp_path / "data")
     with holding(other, "serve", "http://127.0.0.1:8123"):

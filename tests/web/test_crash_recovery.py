@@ -16,7 +16,7 @@ import pytest
 from backend.clock import SystemClock
 from backend.config import load_settings
 from backend.engine.services import StartupError, build_services
-from backend.stores.sessions import SessionStore
+from backend.sessions.store import SessionStore
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
 from tests.web.harness import REPO, free_port
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from backend.clock import SystemClock
-from backend.stores.sessions import SessionStore
+from backend.sessions.store import SessionStore
 from tests.llm.scripted_server import Reply
 from tests.web.harness import AppHarness
 

@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, create_engine, text
 
-from backend.stores.session_db import PG_KEEPALIVES, sqlalchemy_url
+from backend.sessions.db import PG_KEEPALIVES, sqlalchemy_url
 
 try:  # POSIX only; elsewhere the SQLite backend orders turns within one process only
     import fcntl
@@ -196,7 +196,7 @@ class PgAdvisoryLocks:
 
 def session_locks(target: str) -> SessionLocks:
     """The lock kind for a session database ``target`` (path, ``:memory:`` or URL)."""
-    from backend.stores.session_db import is_postgres_url
+    from backend.sessions.db import is_postgres_url
 
     if is_postgres_url(target):
         return PgAdvisoryLocks(target)

@@ -5,11 +5,11 @@ This is where the pure engine meets storage. ``LongTermMemory`` holds what its p
 share (store, embedder, clock, policies, per-namespace locks, the activation threads),
 does the small operations itself (embedding, reinforcement, editing) and delegates, one
 line a method, to the modules that do the rest:
-- ``backend.stores.gated_write``: the save gate's write path (``write``);
-- ``backend.stores.activation``: activation retrieval (``activate``, ``candidate_pool``,
+- ``backend.longterm.gated_write``: the save gate's write path (``write``);
+- ``backend.longterm.activation``: activation retrieval (``activate``, ``candidate_pool``,
   ``lexical_candidates``, ``corpus_stats``, ``start_query_embedding``);
-- ``backend.stores.upkeep``: ``backfill`` and ``decay_pass``;
-- ``backend.stores.jsonl_transfer``: ``export_jsonl`` and ``import_jsonl``.
+- ``backend.longterm.upkeep``: ``backfill`` and ``decay_pass``;
+- ``backend.longterm.transfer``: ``export_jsonl`` and ``import_jsonl``.
 Their result types are importable from here as before.
 
 When the activation policy asks for lexical candidates (``lexical_pool > 0``, the hybrid
@@ -25,7 +25,7 @@ Failure policy:
 - bad arguments (unknown ids on update, invalid values) raise ``ValueError``/``KeyError``;
 - a store outage in the middle of ``write`` raises ``WriteInterrupted`` (a
   ``VectorStoreUnavailable``) carrying what was applied and what was not, so the caller
-  can queue the rest in the ``outbox`` (``backend.stores.outbox``) and lose nothing.
+  can queue the rest in the ``outbox`` (``backend.longterm.outbox``) and lose nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ import numpy as np
 
 from backend.clock import Clock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
+from backend.longterm import activation as activation_retrieval
+from backend.longterm import gated_write, upkeep
+from backend.longterm import transfer as jsonl_transfer
+from backend.longterm.activation import Activation, QueryEmbedding
+from backend.longterm.gated_write import WriteInterrupted, WriteOutcome
+from backend.longterm.outbox import WriteOutbox
+from backend.longterm.transfer import ImportReport
+from backend.longterm.upkeep import DecayReport
 from backend.memory import gate
 from backend.memory.hybrid import CorpusStats
 from backend.memory.types import (
@@ -53,14 +61,7 @@ from backend.memory.types import (
     clamp01,
     normalise_category,
 )
-from backend.stores import activation as activation_retrieval
-from backend.stores import gated_write, jsonl_transfer, upkeep
-from backend.stores.activation import Activation, QueryEmbedding
-from backend.stores.gated_write import WriteInterrupted, WriteOutcome
-from backend.stores.jsonl_transfer import ImportReport
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex, LexicalIndex
-from backend.stores.outbox import WriteOutbox
-from backend.stores.upkeep import DecayReport
 from backend.stores.vector_port import VectorStore
 
 __all__ = [
@@ -129,7 +130,7 @@ class LongTermMemory:
         with self._locks_guard:
             return self._locks.setdefault(ns.key, threading.Lock())
 
-    # --- activation (backend.stores.activation) -----------------------------------------
+    # --- activation (backend.longterm.activation) -----------------------------------------
 
     def activation_threads(self) -> ThreadPoolExecutor:
         """Threads for work that overlaps within one activation (the query embedding, the
@@ -206,7 +207,7 @@ class LongTermMemory:
         source_session: str | None = None,
         gate_policy: GatePolicy | None = None,
     ) -> list[WriteOutcome]:
-        """The save gate over ``candidates``, in order (``backend.stores.gated_write``)."""
+        """The save gate over ``candidates``, in order (``backend.longterm.gated_write``)."""
         return gated_write.write(
             self,
             ns,
@@ -314,7 +315,7 @@ class LongTermMemory:
             cursor = following
         return [*older, memory, *newer]
 
-    # --- upkeep (backend.stores.upkeep) and export/import (backend.stores.jsonl_transfer)
+    # --- upkeep (backend.longterm.upkeep) and export/import (backend.longterm.transfer)
 
     def backfill(self, ns: Namespace, limit: int = 256) -> int:
         return upkeep.backfill(self, ns, limit)

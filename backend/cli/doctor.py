@@ -490,7 +490,7 @@ def _integrity(conn: sqlite3.Connection) -> list[str]:
 
 
 def _check_outbox(settings: Settings) -> Check:
-    from backend.stores.outbox import decode
+    from backend.longterm.outbox import decode
 
     path = settings.storage.data_dir / OUTBOX_FILE
     check = Check("outbox", where=str(path))
@@ -541,7 +541,7 @@ def _check_outbox(settings: Settings) -> Check:
 
 
 def _check_session_db(settings: Settings) -> Check:
-    from backend.stores.session_schema import SCHEMA_VERSION
+    from backend.sessions.schema import SCHEMA_VERSION
 
     url = settings.storage.database_url
     if url is not None:
@@ -574,7 +574,7 @@ def _check_session_db(settings: Settings) -> Check:
 def _check_postgres(url: str, expected: int) -> Check:
     from sqlalchemy import text
 
-    from backend.stores.session_db import SessionDatabase, SessionStoreError, redact_url
+    from backend.sessions.db import SessionDatabase, SessionStoreError, redact_url
 
     check = Check("session database", where=redact_url(url), details={"kind": "postgresql"})
     try:

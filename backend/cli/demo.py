@@ -40,7 +40,6 @@ from typing import Any, TextIO
 
 import httpx
 
-REPO_DEMOS = Path(__file__).resolve().parent.parent / "personas" / "demos"
 SHORT = 160  # characters of a reply or memory shown per line
 
 
@@ -519,10 +518,12 @@ def run(
         if script_path is None:
             if persona is None:
                 raise DemoUsageError("give a PERSONA (its shipped demo) or --script FILE")
-            dirs = [REPO_DEMOS]
-            if settings is not None:
-                dirs.insert(0, Path(settings.server.personas_dir) / "demos")
-            script_path = demo_path(persona, dirs)
+            # The shipped demos sit beside the personas (``server.personas_dir``), also
+            # when the replay goes to a server given by URL.
+            config = settings or (load_settings() if load_settings else None)
+            if config is None:
+                raise DemoUsageError("give --script FILE (no settings to find the demos)")
+            script_path = demo_path(persona, [Path(config.server.personas_dir) / "demos"])
         script = load_script(script_path)
     except DemoUsageError as exc:
         print(f"limbic-memory demo: {exc}", file=err)

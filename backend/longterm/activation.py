@@ -37,7 +37,7 @@ from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStoreUnavailable
 
 if TYPE_CHECKING:
-    from backend.stores.long_term import LongTermMemory
+    from backend.longterm.memory import LongTermMemory
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The session store's records: sessions, messages, derived state, turn reports.
 
-Frozen dataclasses handed out by ``backend.stores.sessions.SessionStore``, the error
+Frozen dataclasses handed out by ``backend.sessions.store.SessionStore``, the error
 types of its API, and how a database row becomes a record (timestamps are fixed-width
 UTC ISO-8601 text in both backends, so text order is time order).
 """

@@ -3,7 +3,7 @@
 When the store raises ``VectorStoreUnavailable`` during a turn's save gate, the turn's
 remaining candidates are appended here, with everything the gate needs to run again
 later: the namespace, the ids of the memories recalled into that turn (the echo rule),
-the source session and the persona's gate thresholds. ``backend.engine.outbox_replay``
+the source session and the persona's gate thresholds. ``backend.longterm.outbox_replay``
 replays the entries, oldest first, through ``LongTermMemory.write`` once the store
 answers again; deduplication and supersession are decided then, against the store as it
 is at replay time (running the gate later is correct: it only ever compares with what

@@ -16,7 +16,7 @@ from backend.memory.decay import should_fade
 from backend.memory.types import Namespace
 
 if TYPE_CHECKING:
-    from backend.stores.long_term import LongTermMemory
+    from backend.longterm.memory import LongTermMemory
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``write_or_queue`` is the turn's save-gate call: it writes through
 ``LongTermMemory.write`` and, when the store is unavailable, appends the candidates not
-applied to the durable outbox (``backend.stores.outbox``) and reports them as ``queue``
+applied to the durable outbox (``backend.longterm.outbox``) and reports them as ``queue``
 outcomes. While a namespace has queued entries, its new writes queue behind them, so the
 gate sees the facts of one namespace in the order they were said (an update queued later
 can only supersede what was replayed before it).
@@ -26,9 +26,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from backend.longterm.memory import LongTermMemory, WriteInterrupted, WriteOutcome
+from backend.longterm.outbox import OutboxError, PendingWrite, WriteOutbox
 from backend.memory.types import Candidate, GatePolicy, Memory, Namespace
-from backend.stores.long_term import LongTermMemory, WriteInterrupted, WriteOutcome
-from backend.stores.outbox import OutboxError, PendingWrite, WriteOutbox
 from backend.stores.vector_port import VectorStoreUnavailable
 
 log = logging.getLogger(__name__)

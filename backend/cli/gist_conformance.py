@@ -1,6 +1,6 @@
 """Conformance runner for files in the golden-selection schema.
 
-``python -m backend.memory.gist FILE`` (or ``-m backend.memory.gist_conformance``) runs every
+``python -m backend.cli.gist_conformance FILE`` runs every
 case, prints ``PASS name`` or ``FAIL name: what differs`` per case, then ``N passed, M failed``.
 Exit 0 when all pass, 1 when any fails, 2 when the file cannot be read. ``selected`` (in
 order) and ``stage`` must match exactly; ``g``, ``div``, ``threshold`` and ``d_max`` within
@@ -72,7 +72,7 @@ def run_cases(cases: Sequence[Mapping[str, Any]]) -> tuple[list[str], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m backend.memory.gist FILE", file=sys.stderr)
+        print("usage: python -m backend.cli.gist_conformance FILE", file=sys.stderr)
         return 2
     try:
         data = json.loads(Path(args[0]).read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from backend.stores.session_db import SessionDatabase
+from backend.sessions.db import SessionDatabase
 
 
 def claim_job(db: SessionDatabase, name: str, owner: str, interval_s: float) -> bool:

@@ -4,13 +4,13 @@ turn.md: the transcript keeps every raw message in full (nothing the user said i
 lost); ``background``, ``short_term`` and the last ``user_emotion`` are the derived state
 the hippocampus rewrites each turn.
 
-Two backends behind this one class (``backend.stores.session_db``): a SQLite file, the
+Two backends behind this one class (``backend.sessions.db``): a SQLite file, the
 zero-setup default, or PostgreSQL given a URL (several app processes share it,
 docs/deployment.md). The API is synchronous: the engine calls it through
 ``asyncio.to_thread``. Every write is its own committed transaction (the user message is
-durable before any model call). Migrations (``backend.stores.session_schema``) run at
+durable before any model call). Migrations (``backend.sessions.schema``) run at
 open. ``locks`` are the per-session locks that order turns across processes
-(``backend.stores.session_locks``).
+(``backend.sessions.locks``).
 
 Failure policy: a database that cannot be opened, or whose schema is newer than this
 code, raises at start (``SessionStoreError``). Calls about a session that does not exist
@@ -34,10 +34,9 @@ from sqlalchemy import Row, text
 from sqlalchemy.exc import IntegrityError
 
 from backend.clock import Clock
-from backend.storable_text import storable
-from backend.stores.session_db import SessionDatabase, SessionStoreError
-from backend.stores.session_locks import SessionLocks, session_locks
-from backend.stores.session_records import (
+from backend.sessions.db import SessionDatabase, SessionStoreError
+from backend.sessions.locks import SessionLocks, session_locks
+from backend.sessions.records import (
     INTERRUPTED,
     MAX_SESSION_ID,
     MESSAGE_COLUMNS,
@@ -59,7 +58,8 @@ from backend.stores.session_records import (
     session_from_row,
     stamp,
 )
-from backend.stores.session_schema import SCHEMA_VERSION, migrate, schema_version
+from backend.sessions.schema import SCHEMA_VERSION, migrate, schema_version
+from backend.storable_text import storable
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Export and import of a ``LongTermMemory`` namespace as JSON lines (one memory a line,
-in the format of ``backend.stores.memory_jsonl``).
+in the format of ``backend.longterm.jsonl_format``).
 
 Failure policy: unreadable lines never fail an import: they are counted as ``invalid``
 (the first 20 reasons kept in ``errors``), and ids already present as ``duplicates``;
@@ -13,11 +13,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from backend.longterm.jsonl_format import InvalidMemoryLine, decode_line, encode_line
 from backend.memory.types import Memory, Namespace
-from backend.stores.memory_jsonl import InvalidMemoryLine, decode_line, encode_line
 
 if TYPE_CHECKING:
-    from backend.stores.long_term import LongTermMemory
+    from backend.longterm.memory import LongTermMemory
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ Failure policy:
   stored without a vector (``backfill`` gives it one later) and the gate dedupes by text;
 - a store outage in the middle of ``write`` raises ``WriteInterrupted`` (a
   ``VectorStoreUnavailable``) carrying what was applied and what was not, so the caller
-  can queue the rest in the ``outbox`` (``backend.stores.outbox``) and lose nothing.
+  can queue the rest in the ``outbox`` (``backend.longterm.outbox``) and lose nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from backend.memory.types import Candidate, GatePolicy, Memory, Namespace
 from backend.stores.vector_port import VectorStoreUnavailable
 
 if TYPE_CHECKING:
-    from backend.stores.long_term import LongTermMemory
+    from backend.longterm.memory import LongTermMemory
 
 log = logging.getLogger(__name__)
 

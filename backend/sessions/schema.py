@@ -15,7 +15,7 @@ import logging
 
 from sqlalchemy import Connection, text
 
-from backend.stores.session_db import SessionDatabase, SessionStoreError
+from backend.sessions.db import SessionDatabase, SessionStoreError
 
 logger = logging.getLogger(__name__)
 
