@@ -84,9 +84,7 @@ def install_persona(services: Services, data: bytes, filename: str, *, overwrite
         overwrite=overwrite,
         base_memory=settings.memory,
     )
-    services.personas.add(persona)
-    if services.engine.personas is not services.personas:
-        services.engine.personas.add(persona)
+    services.personas.add(persona)  # the engine's own registry: served from now on
     log.info("imported persona %s from %s", persona.id, filename or "an upload")
     return persona
 
