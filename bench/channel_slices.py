@@ -1,6 +1,6 @@
 """What the recency and emotion channels do, per query slice, in the app's hybrid ranking.
 
-    python -m bench.channel_slices --corpus ../shared/eval [--k 8] [--weights 0.05 0.1 0.2]
+    python -m bench.channel_slices [--corpus bench/data/eval] [--k 8] [--weights 0.05 0.1 0.2]
 
 The hybrid default weighs recency and emotion 0 (docs/memory-model.md). This runs the
 app's default pipeline on the eval corpus (``bench.retrieval_quality``'s loading and
@@ -21,6 +21,7 @@ from backend.config import MemorySettings
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 from bench.retrieval_quality import NS, Rig, Scores, _jsonl, evaluate, load_memories, make_store
 
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "data" / "eval"  # bench/data/eval/PROVENANCE.md
 SLICES = ("emotional", "history", "updated_fact")
 
 
@@ -35,7 +36,7 @@ def slice_recall(queries: list[dict[str, Any]], scores: Scores, tag: str) -> str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--weights", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Offline multilingual embedder candidates against the project's MiniLM (issue 17).
 
-    python -m bench.embedder_candidates --corpus ../shared/eval [--only NAME ...] [--threads 2]
+    python -m bench.embedder_candidates [--corpus bench/data/eval] [--only NAME ...] [--threads 2]
 
 Each candidate runs in its own subprocess (so that resident memory is its own) and is
 measured on:
@@ -258,6 +258,7 @@ def measure_one(name: str, corpus: Path, threads: int) -> dict[str, Any]:
 
 # --- the table -----------------------------------------------------------------------------
 
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "data" / "eval"  # bench/data/eval/PROVENANCE.md
 TAGS = ("zh", "crosslingual", "multi_topic", "hard_negative", "updated_fact")
 
 
@@ -284,7 +285,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--only", nargs="*", choices=sorted(CANDIDATES), default=None)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, help="also write the raw results here")

@@ -4,8 +4,8 @@
         [--hippocampus configured|perfect] [--persona ID] [--oracle FILE] [--export OUT.jsonl]
         [--fail-every N]
 
-The script is a conversation in the format of ``../shared/eval/conversations/`` (copies in
-``bench/data/conversations/``): a JSON list of sessions, each a list of
+The script is a conversation in the format of ``bench/data/eval/conversations/`` (the
+three shipped there): a JSON list of sessions, each a list of
 ``{"role", "content"}`` turns, the user turns of the last session carrying
 ``"probe": {"expects_any": [...], "topic": ..., "stale_any": [...]}``.
 

@@ -1,6 +1,6 @@
-"""Retrieval quality on an eval corpus (the format of ../shared/eval/README.md).
+"""Retrieval quality on an eval corpus (the format of bench/data/eval/README.md).
 
-    python -m bench.retrieval_quality --corpus ../shared/eval [--k 8] [--store chroma|memory]
+    python -m bench.retrieval_quality [--corpus bench/data/eval] [--k 8] [--store chroma|memory]
 
 Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timestamps from
 ``created_days_ago``/``last_access_days_ago`` relative to one fixed ``now``;
@@ -46,6 +46,7 @@ from backend.memory.types import (
 )
 from backend.stores.vector_port import VectorStore
 
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "data" / "eval"  # bench/data/eval/PROVENANCE.md
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 NS = Namespace("eval-user", "eval")
 
@@ -109,7 +110,7 @@ class Scores:
 def evaluate(
     queries: list[dict[str, Any]], topic: dict[str, str], run: Callable[[dict[str, Any]], list[str]]
 ) -> Scores:
-    """The metrics of ../shared/eval/README.md ("Scoring") over one strategy."""
+    """The metrics of bench/data/eval/README.md ("Scoring") over one strategy."""
     recall, redundancy, stale_hits, junk, latency = [], [], [], [], []
     per_query: dict[str, float] = {}
     per_redundancy: dict[str, float] = {}
@@ -273,7 +274,9 @@ class Rig:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True, help="folder with the jsonl files")
+    parser.add_argument(
+        "--corpus", type=Path, default=DEFAULT_CORPUS, help="folder with the jsonl files"
+    )
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Shared test helpers: where the golden fixtures and the eval corpus live."""
+"""Shared test helpers: where the golden fixtures and the eval corpus live (in the repo)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from tests.postgres_server import PostgresServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "limbic"  # copies: see its PROVENANCE.md
+EVAL = REPO_ROOT / "bench" / "data" / "eval"  # copies, without LoCoMo: see its PROVENANCE.md
 
 
 def _require_shared() -> bool:
@@ -31,14 +32,14 @@ def _locate(env_var: str, default: Path, what: str) -> Path:
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """``../shared/fixtures/limbic`` (override with ``LIMBIC_FIXTURES_DIR``)."""
-    return _locate("LIMBIC_FIXTURES_DIR", SHARED / "fixtures" / "limbic", "golden fixtures")
+    """``tests/fixtures/limbic`` (override with ``LIMBIC_FIXTURES_DIR``)."""
+    return _locate("LIMBIC_FIXTURES_DIR", FIXTURES, "golden fixtures")
 
 
 @pytest.fixture(scope="session")
 def eval_dir() -> Path:
-    """``../shared/eval`` (override with ``LIMBIC_EVAL_DIR``)."""
-    return _locate("LIMBIC_EVAL_DIR", SHARED / "eval", "eval corpus")
+    """``bench/data/eval`` (override with ``LIMBIC_EVAL_DIR``)."""
+    return _locate("LIMBIC_EVAL_DIR", EVAL, "eval corpus")
 
 
 @pytest.fixture(scope="session")

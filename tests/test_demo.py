@@ -108,11 +108,10 @@ def test_the_shipped_scripts_are_valid() -> None:
         assert all(t.probe is not None for t in script.sessions[-1])
 
 
-def test_the_shared_conversations_are_valid() -> None:
-    shared = REPO.parent / "shared" / "eval" / "conversations"
-    if not shared.is_dir():
-        pytest.skip("no shared eval conversations here")
-    for path in sorted(shared.glob("*.json")):
+def test_the_eval_conversations_are_valid() -> None:
+    conversations = sorted((REPO / "bench" / "data" / "eval" / "conversations").glob("*.json"))
+    assert len(conversations) == 3
+    for path in conversations:
         assert load_script(path).probes > 0
 
 

@@ -226,7 +226,9 @@ def test_every_oracle_fact_is_supported_by_what_the_user_said_in_its_session(ste
     of its own session up to its turn: what the hippocampus sees, since every session of
     the bench starts with an empty state (an older fact may still be quoted in
     ``supersedes``, which is not stored)."""
-    script = json.loads((DATA / "conversations" / f"{stem}.json").read_text(encoding="utf-8"))
+    script = json.loads(
+        (DATA / "eval" / "conversations" / f"{stem}.json").read_text(encoding="utf-8")
+    )
     oracle = json.loads((DATA / "formation_oracle" / f"{stem}.json").read_text(encoding="utf-8"))
     said: dict[tuple[int, int], list[str]] = {}  # (session, turn) → the session's user words
     numbers: dict[tuple[int, int], int] = {}

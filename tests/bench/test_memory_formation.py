@@ -268,7 +268,7 @@ def test_bad_input_exits_2(
 def test_the_shipped_conversations_and_oracles_match() -> None:
     data = REPO / "bench" / "data"
     for stem, persona in memory_formation.DEFAULT_PERSONAS.items():
-        script = memory_formation.load_script(data / "conversations" / f"{stem}.json")
+        script = memory_formation.load_script(data / "eval" / "conversations" / f"{stem}.json")
         facts = memory_formation.load_oracle(memory_formation.oracle_path(script), script)
         assert len(script.sessions) == 5 and sum(1 for t in script.turns if t.probe) == 7
         assert facts and all(key[0] < 4 for key in facts)  # nothing learnt from the probes
