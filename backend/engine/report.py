@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.longterm.memory import Activation, WriteOutcome
+from backend.memory.scoring import ScoreExplanation
 from backend.memory.types import Emotion, Memory, ScoredMemory
 
 
@@ -21,9 +22,11 @@ def memory_summary(memory: Memory) -> dict[str, Any]:
     }
 
 
-def scored_item(item: ScoredMemory) -> dict[str, Any]:
+def scored_item(item: ScoredMemory, explanation: ScoreExplanation | None = None) -> dict[str, Any]:
+    """An activated memory: its summary, the raw ``score`` channels and, with an
+    ``explanation``, each channel's weighted share of the final score (docs/api.md)."""
     s = item.score
-    return {
+    scored = {
         **memory_summary(item.memory),
         "score": {
             "recency": round(s.recency, 4),
@@ -35,15 +38,41 @@ def scored_item(item: ScoredMemory) -> dict[str, Any]:
             "final": round(s.final, 4),
         },
     }
+    if explanation is not None:
+        scored.update(explanation_part(explanation, scored["score"]["final"]))
+    return scored
+
+
+def explanation_part(explanation: ScoreExplanation, final: float) -> dict[str, Any]:
+    """``mode``; ``contributions`` (channel → share of the final score, ``None`` when the
+    channel is unused or missing); ``weights`` (channel → the factor applied to its raw
+    value); ``unused`` (the channels the mode gives no weight); ``remainder`` (``final``
+    less the rounded shares: the clamp to [0, 1] and rounding, normally 0)."""
+    contributions = {
+        c.channel: None if c.share is None else round(c.share, 4) for c in explanation.channels
+    }
+    total = sum(share for share in contributions.values() if share is not None)
+    return {
+        "mode": explanation.mode,
+        "contributions": contributions,
+        "weights": {c.channel: round(c.weight, 4) for c in explanation.channels},
+        "unused": list(explanation.unused),
+        "remainder": round(final - total, 4),
+    }
 
 
 def activation_part(activation: Activation | None) -> dict[str, Any]:
     if activation is None:
         return {"activated": [], "activation": {"status": "skipped"}}
-    gist = activation.retrieval.gist
+    retrieval = activation.retrieval
+    gist = retrieval.gist
     return {
-        "activated": [scored_item(item) for item in activation.retrieval.items],
+        "activated": [
+            scored_item(item, retrieval.explanations.get(item.memory.id))
+            for item in retrieval.items
+        ],
         "activation": {
+            "mode": retrieval.mode,
             "embed_ms": round(activation.embed_ms, 2),
             "search_ms": round(activation.search_ms, 2),
             "pool": activation.pool_size,

@@ -35,8 +35,10 @@ final     = clamp01(base + w_cos * max(0, cosine) / total)
   budget on distinct facts.
 
 The breakdown keeps the UI's channels: ``relevance`` is the lexical (BM25) channel,
-``cosine`` the raw cosine (``None`` when MISSING), ``base`` the score without the cosine
-term, ``final`` the whole score.
+``cosine`` the raw cosine (``None`` when MISSING), ``recency`` and ``emotion`` their raw
+values even at weight 0 (shown, not weighted), ``base`` the score without the cosine
+term, ``final`` the whole score. :func:`explain_hybrid` splits ``final`` into each
+channel's weighted share (a channel of weight 0 is "unused").
 
 Pure: no I/O, no clock, no randomness; never raises for data (a bad vector is MISSING).
 """
@@ -59,7 +61,7 @@ from backend.memory.keywords import (
     keyword_set,
     stored_keyword_tokens,
 )
-from backend.memory.scoring import _pool_cosines, emotion_score, recency
+from backend.memory.scoring import ScoreExplanation, _pool_cosines, emotion_score, explain, recency
 from backend.memory.types import (
     HybridWeights,
     Memory,
@@ -75,6 +77,7 @@ __all__ = [
     "cjk_share",
     "collapse_restatements",
     "cosine_trust",
+    "explain_hybrid",
     "fact_similarities",
     "fact_similarity",
     "fold",
@@ -272,7 +275,7 @@ def score_hybrid(
     for memory, tokens, cos in zip(pool, docs, cosines, strict=True):
         t = trust if cos is not None else 0.0
         rel = lexical_relevance(q_tokens, tokens, corpus, w)
-        rec = recency(memory.last_accessed, now, w.recency_half_life_days) if w.recency else 0.0
+        rec = recency(memory.last_accessed, now, w.recency_half_life_days)
         emo = emotion_score(memory, target_emotion)
         imp = memory.importance
         w_rel = w.relevance + (1.0 - t) * w.cosine
@@ -294,6 +297,32 @@ def score_hybrid(
         )
     scored.sort(key=lambda item: (-item.score.final, item.memory.id))
     return scored
+
+
+def explain_hybrid(
+    score: ScoreBreakdown, trust: float, weights: HybridWeights = DEFAULT_HYBRID
+) -> ScoreExplanation:
+    """Each channel's share of a hybrid ``final`` (module doc): ``w_cos * max(0, cosine)``,
+    ``w_rel * relevance`` and ``w.channel * channel``, all over the sum of the weights.
+
+    ``trust`` is the query's :func:`cosine_trust` (the memory's own is 0 when its cosine is
+    MISSING: the whole cosine weight then counts on the lexical channel). A channel of
+    weight 0 (recency and emotion by default) is unused.
+    """
+    w = weights
+    t = trust if score.cosine is not None else 0.0
+    total = _weight_total(w)
+    return explain(
+        "hybrid",
+        score,
+        {
+            "cosine": t * w.cosine / total,
+            "relevance": (w.relevance + (1.0 - t) * w.cosine) / total,
+            "importance": w.importance / total,
+            "recency": w.recency / total,
+            "emotion": w.emotion / total,
+        },
+    )
 
 
 def relevance_evidence(

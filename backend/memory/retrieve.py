@@ -15,8 +15,8 @@ Two scoring modes (``RetrievalPolicy.mode``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -26,11 +26,12 @@ from backend.memory.hybrid import (
     CorpusStats,
     collapse_restatements,
     cosine_trust,
+    explain_hybrid,
     fact_similarities,
     relevance_evidence,
     score_hybrid,
 )
-from backend.memory.scoring import score_pool
+from backend.memory.scoring import ScoreExplanation, explain_limbic, score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 
 # hybrid: only the DIVERSITY_WINDOW * k best-scored candidates enter the restatement
@@ -44,7 +45,10 @@ class Retrieval:
     """The activated memories in score order, plus how they were chosen.
 
     ``gist`` is the GIST result over the rows with vectors (``None`` when GIST did not
-    run); ``degraded`` says why the result fell back to plain top-k, if it did.
+    run); ``degraded`` says why the result fell back to plain top-k, if it did. ``mode``
+    is the scoring mode that ranked them and ``explanations`` (by memory id) each
+    activated memory's channel shares of its final score under that mode (``retrieve``
+    fills both; ``diversify`` alone leaves them empty).
     """
 
     items: tuple[ScoredMemory, ...]
@@ -54,6 +58,8 @@ class Retrieval:
     # candidates fell below ``min_relevance``.
     collapsed: tuple[str, ...] = ()
     below_relevance: int = 0
+    mode: str | None = None
+    explanations: Mapping[str, ScoreExplanation] = field(default_factory=dict)
 
 
 def _usable_vector(memory: Memory) -> np.ndarray | None:
@@ -160,7 +166,14 @@ def retrieve(
         target_emotion=target_emotion,
         weights=policy.weights,
     )
-    return diversify(ranked, k=policy.k, lam=policy.lam, eps=policy.eps)
+    result = diversify(ranked, k=policy.k, lam=policy.lam, eps=policy.eps)
+    return replace(
+        result,
+        mode="limbic",
+        explanations={
+            item.memory.id: explain_limbic(item.score, policy.weights) for item in result.items
+        },
+    )
 
 
 def _retrieve_hybrid(
@@ -184,8 +197,8 @@ def _retrieve_hybrid(
         stats=stats,
     )
     below = 0
+    trust = cosine_trust(query_text, weights)
     if policy.min_relevance > 0:
-        trust = cosine_trust(query_text, weights)
         kept_ranked = [
             item
             for item in ranked
@@ -194,7 +207,7 @@ def _retrieve_hybrid(
         below = len(ranked) - len(kept_ranked)
         ranked = kept_ranked
     if policy.k <= 0 or not ranked:
-        return Retrieval(items=(), below_relevance=below)
+        return Retrieval(items=(), below_relevance=below, mode="hybrid")
     window = ranked[: DIVERSITY_WINDOW * policy.k]
     similarity, same = fact_similarities(
         [item.memory for item in window], stats, weights, cosine_min=policy.same_fact_cosine
@@ -211,4 +224,8 @@ def _retrieve_hybrid(
         degraded=result.degraded,
         collapsed=collapsed,
         below_relevance=below,
+        mode="hybrid",
+        explanations={
+            item.memory.id: explain_hybrid(item.score, trust, weights) for item in result.items
+        },
     )

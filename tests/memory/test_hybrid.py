@@ -262,3 +262,72 @@ def test_memory_tokens_are_cached_and_stable() -> None:
 def test_idf_is_never_negative() -> None:
     stats = CorpusStats(n_docs=2, avg_len=1.0, doc_freq={"x": 5})  # df above n is clamped
     assert stats.idf("x") >= 0 and math.isfinite(stats.idf("x"))
+
+
+# --- explanation: each channel's weighted share -------------------------------------
+
+
+def test_explain_hybrid_shares_sum_to_final_and_mark_unused_channels() -> None:
+    from backend.memory.hybrid import explain_hybrid
+
+    pool = [
+        memory("a", "The user's dog Pepper likes the beach", importance=0.8, vector=unit(1, 1)),
+        memory("b", "The user plays the cello", importance=0.6, vector=unit(1, 0), days_ago=3),
+    ]
+    ranked = score_hybrid(pool, now=NOW, query_text="dog Pepper beach", query_vector=unit(1, 1))
+    w = HybridWeights()
+    for item in ranked:
+        s = item.score
+        ex = explain_hybrid(s, cosine_trust("dog Pepper beach"), w)
+        assert ex.mode == "hybrid" and ex.unused == ("recency", "emotion")
+        shares = {c.channel: c.share for c in ex.channels}
+        assert shares["recency"] is None and shares["emotion"] is None
+        assert shares["cosine"] == pytest.approx(0.65 * max(0.0, s.cosine or 0.0))
+        assert shares["relevance"] == pytest.approx(0.2 * s.relevance)
+        assert shares["importance"] == pytest.approx(0.15 * s.importance)
+        used = [v for v in shares.values() if v is not None]
+        assert sum(used) + ex.remainder == pytest.approx(s.final)
+        assert ex.remainder == pytest.approx(0.0, abs=1e-12)
+    # The raw recency is still computed (shown, not weighted) and changes nothing.
+    assert next(i for i in ranked if i.memory.id == "a").score.recency == pytest.approx(1.0)
+    b = next(i for i in ranked if i.memory.id == "b")
+    assert b.score.recency == pytest.approx(0.5 ** (3 / 7))
+
+
+def test_explain_hybrid_missing_cosine_and_untrusted_cjk_cosine() -> None:
+    from backend.memory.hybrid import explain_hybrid
+
+    no_vector = memory("n", "我的狗叫胡椒", importance=0.5)
+    with_vector = memory("v", "我的狗叫胡椒", importance=0.5, vector=unit(1, 0))
+    ranked = score_hybrid(
+        [no_vector, with_vector], now=NOW, query_text="我的狗", query_vector=unit(1, 0)
+    )
+    trust = cosine_trust("我的狗")
+    assert trust == pytest.approx(0.0)
+    for item in ranked:
+        ex = explain_hybrid(item.score, trust)
+        cos = next(c for c in ex.channels if c.channel == "cosine")
+        rel = next(c for c in ex.channels if c.channel == "relevance")
+        # All the cosine weight counts on the lexical channel (missing or untrusted).
+        assert rel.weight == pytest.approx(0.85)
+        if item.memory.id == "n":
+            assert cos.missing and not cos.unused and cos.share is None
+        else:
+            assert cos.unused and cos.value == pytest.approx(1.0)
+        used = [c.share for c in ex.channels if c.share is not None]
+        assert sum(used) + ex.remainder == pytest.approx(item.score.final)
+
+
+def test_explain_hybrid_weighs_recency_when_configured() -> None:
+    from backend.memory.hybrid import explain_hybrid
+
+    w = HybridWeights(recency=0.2)
+    ranked = score_hybrid(
+        [memory("a", "x", days_ago=7, vector=unit(1, 0))],
+        now=NOW, query_text="q", query_vector=unit(1, 0), weights=w,
+    )  # fmt: skip
+    ex = explain_hybrid(ranked[0].score, 1.0, w)
+    assert ex.unused == ("emotion",)
+    assert ex.share("recency") == pytest.approx(0.2 / 1.2 * 0.5)
+    used = [c.share for c in ex.channels if c.share is not None]
+    assert sum(used) == pytest.approx(ranked[0].score.final)

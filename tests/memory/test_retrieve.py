@@ -196,3 +196,49 @@ def test_diversify_accepts_a_distance_matrix() -> None:
     apart = np.ones((len(ranked), len(ranked)), dtype=np.float32) - np.eye(len(ranked))
     spread = diversify(ranked, k=4, lam=1.0, distances=apart)
     assert len(spread.items) == 4
+
+
+def _shares_sum(explanation) -> float:  # a ScoreExplanation
+    return sum(c.share for c in explanation.channels if c.share is not None)
+
+
+def test_retrieve_explains_every_activated_memory_under_its_mode() -> None:
+    pool = [
+        memory("a", "The user's dog Pepper likes the beach", importance=0.8, vector=unit(1, 1)),
+        memory("b", "The user plays the cello", importance=0.6, vector=unit(1, 0)),
+        memory("c", "The user lives in Lyon", importance=0.9),  # no vector: cosine missing
+    ]
+    for mode in ("hybrid", "limbic"):
+        result = retrieve(
+            pool,
+            now=NOW,
+            query_text="my dog Pepper",
+            query_vector=unit(1, 1),
+            target_emotion=None,
+            policy=RetrievalPolicy(k=3, mode=mode),
+        )
+        assert result.mode == mode
+        assert set(result.explanations) == {item.memory.id for item in result.items}
+        for item in result.items:
+            ex = result.explanations[item.memory.id]
+            assert ex.mode == mode
+            assert abs(_shares_sum(ex) + ex.remainder - item.score.final) < 1e-12
+            assert abs(ex.remainder) < 1e-9
+            cosine = next(c for c in ex.channels if c.channel == "cosine")
+            assert cosine.missing == (item.score.cosine is None)
+        c = result.explanations["c"]
+        if mode == "hybrid":
+            assert c.unused == ("recency", "emotion")
+        else:
+            # limbic: every channel weighs; without a cosine final = base, in full.
+            assert c.unused == ()
+            assert next(x for x in c.channels if x.channel == "importance").weight == 0.35
+            a = result.explanations["a"]
+            assert (
+                abs(next(x for x in a.channels if x.channel == "importance").weight - 0.245) < 1e-12
+            )
+
+
+def test_diversify_alone_explains_nothing() -> None:
+    result = diversify([], k=3, lam=0.5)
+    assert result.mode is None and dict(result.explanations) == {}

@@ -109,7 +109,10 @@ def test_memory_panel_shows_activated_memories_and_the_report(page: Any, h: AppH
     assert "My sister Anna moved to Berlin in May." in item.inner_text()
     channels = item.locator(".channel dt").all_inner_texts()
     assert channels == ["recency", "importance", "relevance", "emotion", "cosine", "final"]
-    assert item.locator("meter").count() == 6  # a bar per channel (cosine is present here)
+    # A bar per weighted channel (cosine is present here) and the final score; the default
+    # (hybrid) mode gives recency and emotion no weight: shown as unused, without a bar.
+    assert item.locator("meter").count() == 4
+    assert item.locator(".channel.unused dt").all_inner_texts() == ["recency", "emotion"]
     assert "Anna started a new job" in panel.locator(".outcomes.written").inner_text()
     assert "Anna, their sister in Berlin" in panel.locator(".background").inner_text()
     assert "ok" in panel.locator(".hippocampus").inner_text()

@@ -183,6 +183,31 @@ def test_panel_reports_activation_channels_and_missing_cosine(h: AppHarness) -> 
     assert 'Hippocampus: <span class="status status-ok">ok</span>' in panel
 
 
+def test_panel_shows_weighted_shares_with_recency_unused_in_hybrid_mode(h: AppHarness) -> None:
+    # Written a moment ago: its raw recency is ~1, but the default (hybrid) mode gives
+    # recency no weight, so the panel shows it as unused instead of a bar.
+    store_memory(h, "The user's dog is called Pepper.", importance=0.9)
+    with client(h) as c:
+        session = new_session(c)
+        _, events = run_turn(c, session, "How is my dog Pepper?")
+        turn = re.search(r"panel\?turn=([0-9a-f]+)", events[-2][1])
+        assert turn is not None
+        panel = c.get(f"/ui/sessions/{session}/panel?turn={turn.group(1)}").text
+        detail = c.get(f"/api/sessions/{session}").json()
+    item = detail["reports"][-1]["report"]["activated"][0]
+    assert item["mode"] == "hybrid" and item["unused"] == ["recency", "emotion"]
+    assert item["contributions"]["recency"] is None and item["score"]["recency"] > 0.99
+    shares = [share for share in item["contributions"].values() if share is not None]
+    assert sum(shares) + item["remainder"] == pytest.approx(item["score"]["final"], abs=1e-9)
+    assert "in the <strong>hybrid</strong> mode" in panel
+    recency = re.search(r'<div class="([^"]*)">\s*<dt>recency</dt>\s*<dd>(.*?)</dd>', panel, re.S)
+    assert recency is not None
+    assert recency.group(1) == "channel unused" and ">unused<" in recency.group(2)
+    assert "<meter" not in recency.group(2) and ">0.00</span>" not in recency.group(2)
+    cosine = item["contributions"]["cosine"]
+    assert f'<meter min="0" max="1" value="{cosine}"' in panel
+
+
 def test_compressed_short_term_items_are_marked(h: AppHarness) -> None:
     with client(h) as c:
         session = new_session(c)
