@@ -1,55 +1,55 @@
 """Long-term memory: one ``LongTermMemory`` per process, over a ``VectorStore`` and an
 ``Embedder``, for every namespace.
 
-This is where the pure engine meets storage. ``LongTermMemory`` holds what its parts
-share (store, embedder, clock, policies, per-namespace locks, the activation threads),
-does the small operations itself (embedding, reinforcement, editing) and delegates, one
-line a method, to the modules that do the rest:
-- ``backend.longterm.gated_write``: the save gate's write path (``write``);
-- ``backend.longterm.activation``: activation retrieval (``activate``, ``candidate_pool``,
-  ``lexical_candidates``, ``corpus_stats``, ``start_query_embedding``);
-- ``backend.longterm.upkeep``: ``backfill`` and ``decay_pass``;
-- ``backend.longterm.transfer``: ``export_jsonl`` and ``import_jsonl``.
-Their result types are importable from here as before.
+This is where the pure engine meets storage, and the one public face of long-term
+memory: the turn, the web layer, MCP and the benches call it and nothing behind it.
+``LongTermMemory`` builds its parts, hands each what it needs, and delegates to them:
+- ``activation.ActivationRetriever``: activation retrieval;
+- ``gated_write.GatedWriter``: the save gate's write path;
+- ``outage.OutageQueue``: writes queued in the ``outbox`` while the store is down;
+- ``editing.MemoryEditor``: create, edit, reinforce, delete, a namespace's reset;
+- ``versions.VersionChains``: version chains, and deletions that splice them;
+- ``upkeep.Upkeep``: backfill and decay; ``transfer.JsonlTransfer``: JSONL export/import.
+They share the store, the embedder (``embedding.TolerantEmbedder``), the clock and the
+per-namespace write locks (``locks.NamespaceLocks``); none of them imports this module.
+The result types are importable from here as before.
 
 When the activation policy asks for lexical candidates (``lexical_pool > 0``, the hybrid
 default), a ``LexicalIndex`` is kept beside the store (``backend.stores.lexical_index``):
 the store is wrapped in an ``IndexedVectorStore`` so that every write mirrors into the
 index, and each namespace is loaded into it on its first activation.
 
-Failure policy:
+Failure policy (``docs/reliability.md``):
 - an embedder that is down costs the cosine channel, never a write: the memory is
   stored without a vector and ``backfill`` gives it one later;
 - activation never raises for runtime trouble: an unreachable store yields an empty
   activation with ``degraded`` set (the turn answers without recalled memories);
 - bad arguments (unknown ids on update, invalid values) raise ``ValueError``/``KeyError``;
 - a store outage in the middle of ``write`` raises ``WriteInterrupted`` (a
-  ``VectorStoreUnavailable``) carrying what was applied and what was not, so the caller
-  can queue the rest in the ``outbox`` (``backend.longterm.outbox``) and lose nothing.
+  ``VectorStoreUnavailable``) carrying what was applied and what was not;
+  ``write_or_queue`` queues the rest in the outbox instead, and loses nothing.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 import numpy as np
 
 from backend.clock import Clock
-from backend.embeddings.port import Embedder, EmbedderUnavailable
-from backend.longterm import activation as activation_retrieval
-from backend.longterm import gated_write, upkeep
-from backend.longterm import transfer as jsonl_transfer
-from backend.longterm.activation import Activation, QueryEmbedding
-from backend.longterm.gated_write import WriteInterrupted, WriteOutcome
+from backend.embeddings.port import Embedder
+from backend.longterm.activation import Activation, ActivationRetriever, QueryEmbedding
+from backend.longterm.editing import MemoryEditor
+from backend.longterm.embedding import TolerantEmbedder
+from backend.longterm.gated_write import GatedWriter, WriteInterrupted, WriteOutcome
+from backend.longterm.locks import NamespaceLocks
+from backend.longterm.outage import OutageQueue
 from backend.longterm.outbox import WriteOutbox
-from backend.longterm.transfer import ImportReport
-from backend.longterm.upkeep import DecayReport
-from backend.memory import gate
+from backend.longterm.transfer import ImportReport, JsonlTransfer
+from backend.longterm.upkeep import DecayReport, Upkeep
+from backend.longterm.versions import VersionChains
 from backend.memory.hybrid import CorpusStats
 from backend.memory.types import (
     ActivationPolicy,
@@ -58,8 +58,6 @@ from backend.memory.types import (
     Memory,
     Namespace,
     RetrievalPolicy,
-    clamp01,
-    normalise_category,
 )
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex, LexicalIndex
 from backend.stores.vector_port import VectorStore
@@ -73,8 +71,6 @@ __all__ = [
     "WriteInterrupted",
     "WriteOutcome",
 ]
-
-log = logging.getLogger(__name__)
 
 
 def _new_id() -> str:
@@ -98,50 +94,91 @@ class LongTermMemory:
     ) -> None:
         if lexical is None and activation.lexical_pool > 0:
             lexical = InMemoryLexicalIndex()
-        self.lexical = lexical
-        self.store: VectorStore = store if lexical is None else IndexedVectorStore(store, lexical)
-        self.embedder = embedder
-        self.clock = clock
-        self.gate_policy = gate_policy
-        self.activation = activation
-        self._new_id = id_factory
-        self.outbox = outbox  # where writes wait while the store is down (None: nowhere)
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-        self._activation_threads: ThreadPoolExecutor | None = None
+        self._lexical = lexical
+        # Every part gets this store, so that every write mirrors into the lexical index.
+        self._store: VectorStore = store if lexical is None else IndexedVectorStore(store, lexical)
+        self._clock = clock
+        vectors = TolerantEmbedder(embedder)
+        locks = NamespaceLocks()
+        self._vectors = vectors
+        self._retriever = ActivationRetriever(
+            self._store, vectors, clock, activation, lexical=lexical
+        )
+        self._writer = GatedWriter(
+            self._store, vectors, clock, locks, gate_policy,
+            neighbours=activation.gate_neighbours, new_id=id_factory,
+        )  # fmt: skip
+        # Where writes wait while the store is down (None: nowhere, an outage raises).
+        self._outage = None if outbox is None else OutageQueue(outbox, clock)
+        self._editor = MemoryEditor(self._store, vectors, clock, locks, new_id=id_factory)
+        self._versions = VersionChains(self._store, locks)
+        self._upkeep = Upkeep(self._store, vectors, clock, locks)
+        self._transfer = JsonlTransfer(self._store, vectors, locks)
 
-    # --- embeddings --------------------------------------------------------------------
+    # --- what the parts share, and the policies ----------------------------------------
+
+    @property
+    def store(self) -> VectorStore:
+        """The store every part uses (mirrored into ``lexical`` when one is kept)."""
+        return self._store
+
+    @property
+    def lexical(self) -> LexicalIndex | None:
+        return self._lexical
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._vectors.embedder
+
+    @embedder.setter
+    def embedder(self, embedder: Embedder | None) -> None:
+        self._vectors.embedder = embedder
+
+    @property
+    def activation(self) -> ActivationPolicy:
+        """The activation policy (also the gate's neighbour count); may be replaced."""
+        return self._retriever.policy
+
+    @activation.setter
+    def activation(self, policy: ActivationPolicy) -> None:
+        self._retriever.policy = policy
+        self._writer.neighbours = policy.gate_neighbours
+
+    @property
+    def gate_policy(self) -> GatePolicy:
+        """The save gate's thresholds when a write names none; may be replaced."""
+        return self._writer.policy
+
+    @gate_policy.setter
+    def gate_policy(self, policy: GatePolicy) -> None:
+        self._writer.policy = policy
+
+    @property
+    def outbox(self) -> WriteOutbox | None:
+        """Where writes wait while the store is down (``None``: nowhere)."""
+        return None if self._outage is None else self._outage.outbox
 
     @property
     def embedding_model(self) -> str | None:
-        return None if self.embedder is None else self.embedder.model
+        return self._vectors.model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray | None:
         """Vectors for ``texts``, or ``None`` when there is no embedder or it is down."""
-        if self.embedder is None or not texts:
-            return None
-        try:
-            return self.embedder.embed(list(texts))
-        except EmbedderUnavailable as exc:
-            log.warning("embedder unavailable, continuing without vectors: %s", exc)
-            return None
+        return self._vectors.embed(texts)
 
-    def _lock(self, ns: Namespace) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(ns.key, threading.Lock())
-
-    # --- activation (backend.longterm.activation) -----------------------------------------
+    # --- activation --------------------------------------------------------------------
 
     def activation_threads(self) -> ThreadPoolExecutor:
         """Threads for work that overlaps within one activation (the query embedding, the
         ANN query); several, so that concurrent turns do not queue behind each other."""
-        with self._locks_guard:
-            if self._activation_threads is None:
-                self._activation_threads = ThreadPoolExecutor(4, thread_name_prefix="ltm-activate")
-            return self._activation_threads
+        return self._retriever.threads()
 
     def lexical_candidates(self, ns: Namespace, query_text: str) -> list[Memory]:
-        return activation_retrieval.lexical_candidates(self, ns, query_text)
+        return self._retriever.lexical_candidates(ns, query_text)
 
     def candidate_pool(
         self,
@@ -151,9 +188,7 @@ class LongTermMemory:
         *,
         lexical: list[Memory] | None = None,
     ) -> list[Memory]:
-        return activation_retrieval.candidate_pool(
-            self, ns, query_text, query_vector, lexical=lexical
-        )
+        return self._retriever.candidate_pool(ns, query_text, query_vector, lexical=lexical)
 
     def activate(
         self,
@@ -166,8 +201,8 @@ class LongTermMemory:
         policy: RetrievalPolicy | None = None,
         pending_embedding: QueryEmbedding | None = None,
     ) -> Activation:
-        return activation_retrieval.activate(
-            self,
+        """The memories to place in this turn's context (``ActivationRetriever.activate``)."""
+        return self._retriever.activate(
             ns,
             query_text,
             target_emotion=target_emotion,
@@ -178,25 +213,14 @@ class LongTermMemory:
         )
 
     def start_query_embedding(self, text: str) -> QueryEmbedding | None:
-        return activation_retrieval.start_query_embedding(self, text)
+        return self._retriever.start_query_embedding(text)
 
     def corpus_stats(
         self, ns: Namespace, query_text: str, pool: Sequence[Memory]
     ) -> CorpusStats | None:
-        return activation_retrieval.corpus_stats(self, ns, query_text, pool)
+        return self._retriever.corpus_stats(ns, query_text, pool)
 
     # --- the write path ----------------------------------------------------------------
-
-    def reinforce(self, ns: Namespace, ids: Iterable[str]) -> int:
-        """Mark memories as used in a reply: access count + 1, last access now."""
-        wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return 0
-        now = self.clock.now()
-        with self._lock(ns):
-            memories = self.store.get(ns, wanted)
-            self.store.upsert(ns, [gate.reinforce(m, now) for m in memories])
-        return len(memories)
 
     def write(
         self,
@@ -207,26 +231,40 @@ class LongTermMemory:
         source_session: str | None = None,
         gate_policy: GatePolicy | None = None,
     ) -> list[WriteOutcome]:
-        """The save gate over ``candidates``, in order (``backend.longterm.gated_write``)."""
-        return gated_write.write(
-            self,
-            ns,
-            candidates,
-            recalled=recalled,
-            source_session=source_session,
+        """The save gate over ``candidates``, in order; raises ``WriteInterrupted`` on an
+        outage (``GatedWriter.write``)."""
+        return self._writer.write(
+            ns, candidates, recalled=recalled, source_session=source_session,
             gate_policy=gate_policy,
-        )
+        )  # fmt: skip
+
+    def write_or_queue(
+        self,
+        ns: Namespace,
+        candidates: Sequence[Candidate],
+        *,
+        recalled: Sequence[Memory] = (),
+        source_session: str | None = None,
+        gate_policy: GatePolicy | None = None,
+    ) -> list[WriteOutcome]:
+        """``write``, queueing in the outbox what the store could not take (``queue``
+        outcomes; ``OutageQueue``). Without an outbox, or when it cannot be written,
+        raises what ``write`` raises."""
+        if self._outage is None:
+            return self.write(
+                ns, candidates, recalled=recalled, source_session=source_session,
+                gate_policy=gate_policy,
+            )  # fmt: skip
+        return self._outage.write_or_queue(
+            self.write, ns, candidates, recalled=recalled, source_session=source_session,
+            gate_policy=gate_policy,
+        )  # fmt: skip
+
+    def reinforce(self, ns: Namespace, ids: Iterable[str]) -> int:
+        """Mark memories as used in a reply: access count + 1, last access now."""
+        return self._editor.reinforce(ns, ids)
 
     # --- editing -----------------------------------------------------------------------
-
-    def create(self, ns: Namespace, memory: Memory) -> Memory:
-        """Store a fully formed memory as is (UI/API create, import): no gate, embedded now."""
-        if memory.embedding is None:
-            vectors = self.embed([memory.content])
-            if vectors is not None:
-                memory = replace(memory, embedding=vectors[0])
-        self.store.upsert(ns, [memory])
-        return memory
 
     def new_memory(
         self,
@@ -238,17 +276,14 @@ class LongTermMemory:
         source_session: str | None = None,
     ) -> Memory:
         """A fresh memory stamped now (not stored)."""
-        now = self.clock.now()
-        return Memory(
-            id=self._new_id(),
-            content=content.strip(),
-            category=normalise_category(category),
-            importance=clamp01(importance),
-            created_at=now,
-            last_accessed=now,
-            pinned=pinned,
+        return self._editor.new_memory(
+            content, category=category, importance=importance, pinned=pinned,
             source_session=source_session,
-        )
+        )  # fmt: skip
+
+    def create(self, ns: Namespace, memory: Memory) -> Memory:
+        """Store a fully formed memory as is (UI/API create, import): no gate, embedded now."""
+        return self._editor.create(ns, memory)
 
     def update(
         self,
@@ -261,70 +296,47 @@ class LongTermMemory:
         pinned: bool | None = None,
     ) -> Memory:
         """Edit a memory; a content edit re-embeds it. ``KeyError`` if it does not exist."""
-        with self._lock(ns):
-            found = self.store.get(ns, [memory_id])
-            if not found:
-                raise KeyError(memory_id)
-            memory = found[0]
-            if content is not None and content.strip() and content.strip() != memory.content:
-                vectors = self.embed([content.strip()])
-                memory = replace(
-                    memory,
-                    content=content.strip(),
-                    embedding=None if vectors is None else vectors[0],
-                )
-            if importance is not None:
-                memory = replace(memory, importance=clamp01(importance))
-            if category is not None:
-                memory = replace(memory, category=normalise_category(category))
-            if pinned is not None:
-                memory = replace(memory, pinned=pinned)
-            self.store.upsert(ns, [memory])
-            return memory
-
-    def delete(self, ns: Namespace, memory_id: str) -> bool:
-        return self.store.delete(ns, [memory_id]) > 0
+        return self._editor.update(
+            ns, memory_id, content=content, importance=importance, category=category,
+            pinned=pinned,
+        )  # fmt: skip
 
     def get(self, ns: Namespace, memory_id: str) -> Memory | None:
-        found = self.store.get(ns, [memory_id])
-        return found[0] if found else None
+        return self._editor.get(ns, memory_id)
+
+    def delete(self, ns: Namespace, memory_id: str) -> bool:
+        """Delete one memory as it is (its version chain is not spliced; see
+        ``delete_memories``)."""
+        return self._editor.delete(ns, memory_id)
+
+    def delete_memories(self, ns: Namespace, ids: Iterable[str]) -> int:
+        """Delete memories, splicing their version chains around them (an older version
+        left without a newer one becomes live again); returns how many existed."""
+        return self._versions.delete(ns, ids)
+
+    def forget_namespace(self, ns: Namespace) -> int:
+        """Drop every memory of ``ns`` (and its lexical index entries); returns how many
+        there were."""
+        return self._editor.forget_namespace(ns)
 
     def version_chain(self, ns: Namespace, memory_id: str) -> list[Memory]:
         """Oldest → newest versions of the fact ``memory_id`` belongs to (cycles are cut)."""
-        memory = self.get(ns, memory_id)
-        if memory is None:
-            return []
-        seen = {memory.id}
-        older: list[Memory] = []
-        cursor = memory
-        while cursor.supersedes and cursor.supersedes not in seen:
-            previous = self.get(ns, cursor.supersedes)
-            if previous is None:
-                break
-            seen.add(previous.id)
-            older.insert(0, previous)
-            cursor = previous
-        newer: list[Memory] = []
-        cursor = memory
-        while cursor.superseded_by and cursor.superseded_by not in seen:
-            following = self.get(ns, cursor.superseded_by)
-            if following is None:
-                break
-            seen.add(following.id)
-            newer.append(following)
-            cursor = following
-        return [*older, memory, *newer]
+        return self._versions.chain(ns, memory_id)
 
-    # --- upkeep (backend.longterm.upkeep) and export/import (backend.longterm.transfer)
+    # --- upkeep, export and import -----------------------------------------------------
 
     def backfill(self, ns: Namespace, limit: int = 256) -> int:
-        return upkeep.backfill(self, ns, limit)
+        """Give vectors to memories stored without one; returns how many got one."""
+        return self._upkeep.backfill(ns, limit)
 
     def decay_pass(self, ns: Namespace) -> DecayReport:
-        return upkeep.decay_pass(self, ns)
+        """Delete faded memories, never pinned ones."""
+        return self._upkeep.decay_pass(ns)
 
     def export_jsonl(self, ns: Namespace) -> Iterator[str]:
-        return jsonl_transfer.export_jsonl(self, ns)
+        """Every memory of ``ns`` as JSON lines, oldest first."""
+        return self._transfer.export_jsonl(ns)
 
     def import_jsonl(self, ns: Namespace, lines: Iterable[str]) -> ImportReport:
-        return jsonl_transfer.import_jsonl(self, ns, lines)
+        """Restore memories from JSON lines as they are (no gate)."""
+        return self._transfer.import_jsonl(ns, lines)

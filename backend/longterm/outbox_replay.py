@@ -1,11 +1,9 @@
-"""Writes that wait for the vector store: queue on an outage, replay when it is back.
+"""Replay of the writes that waited for the vector store (``docs/reliability.md``).
 
-``write_or_queue`` is the turn's save-gate call: it writes through
-``LongTermMemory.write`` and, when the store is unavailable, appends the candidates not
-applied to the durable outbox (``backend.longterm.outbox``) and reports them as ``queue``
-outcomes. While a namespace has queued entries, its new writes queue behind them, so the
-gate sees the facts of one namespace in the order they were said (an update queued later
-can only supersede what was replayed before it).
+``LongTermMemory.write_or_queue`` (``backend.longterm.outage``) queues in the durable
+outbox what the store could not take; this module writes it once the store is back. It
+drives ``LongTermMemory`` from above, through its public methods (no part of the package
+imports it).
 
 ``replay_once`` replays the oldest entries through the same gate, one candidate at a
 time, advancing each entry's progress; ``outbox_loop`` (run by the app from start-up,
@@ -15,8 +13,7 @@ while the store stays down.
 Failure policy: an outage during replay stops the pass (the entry resumes later where it
 stopped); any other error on an entry is counted and the pass stops, and after
 ``MAX_ATTEMPTS`` the entry is parked so the queue behind it drains (health reports
-parked entries). When the outbox itself cannot be written (disk full), the write is
-reported as failed, as before there was an outbox.
+parked entries).
 """
 
 from __future__ import annotations
@@ -26,8 +23,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from backend.longterm.memory import LongTermMemory, WriteInterrupted, WriteOutcome
-from backend.longterm.outbox import OutboxError, PendingWrite, WriteOutbox
+from backend.longterm.memory import LongTermMemory, WriteOutcome
+from backend.longterm.outbox import OutboxError
 from backend.memory.types import Candidate, GatePolicy, Memory, Namespace
 from backend.stores.vector_port import VectorStoreUnavailable
 
@@ -40,8 +37,6 @@ MIN_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 5.0
 PASS_LIMIT = 50  # entries per pass, so that one pass stays short
 STOP_WAIT_S = 10.0  # at shutdown, how long a pass in flight may take to finish
-OUTAGE = "store unavailable: queued for replay"
-BEHIND = "queued behind earlier writes waiting for the store"
 
 
 def write_or_queue(
@@ -53,62 +48,10 @@ def write_or_queue(
     source_session: str | None = None,
     gate_policy: GatePolicy | None = None,
 ) -> list[WriteOutcome]:
-    """``LongTermMemory.write``, queueing what the store could not take (see module doc).
-
-    Raises what ``write`` raises when there is no outbox or it cannot be written.
-    """
-    outbox = long_term.outbox
-    if outbox is not None and candidates and _has_pending(outbox, ns):
-        return _queue(long_term, outbox, ns, list(candidates), recalled, source_session,
-                      gate_policy, BEHIND)  # fmt: skip
-    try:
-        return long_term.write(
-            ns, candidates, recalled=recalled, source_session=source_session,
-            gate_policy=gate_policy,
-        )  # fmt: skip
-    except VectorStoreUnavailable as exc:
-        if outbox is None:
-            raise
-        done = exc.outcomes if isinstance(exc, WriteInterrupted) else []
-        rest = exc.remaining if isinstance(exc, WriteInterrupted) else list(candidates)
-        log.warning("long-term store unavailable in %s: queueing %d candidates", ns.key, len(rest))
-        try:
-            return done + _queue(long_term, outbox, ns, rest, recalled, source_session,
-                                 gate_policy, OUTAGE)  # fmt: skip
-        except OutboxError:
-            log.exception("cannot queue %d candidates of %s", len(rest), ns.key)
-            raise exc from None
-
-
-def _has_pending(outbox: WriteOutbox, ns: Namespace) -> bool:
-    try:
-        return outbox.has_pending(ns)
-    except OutboxError:
-        log.exception("cannot read the write outbox; writing directly")
-        return False
-
-
-def _queue(
-    long_term: LongTermMemory,
-    outbox: WriteOutbox,
-    ns: Namespace,
-    candidates: list[Candidate],
-    recalled: Sequence[Memory],
-    source_session: str | None,
-    gate_policy: GatePolicy | None,
-    reason: str,
-) -> list[WriteOutcome]:
-    outbox.append(
-        PendingWrite(
-            namespace=ns,
-            candidates=tuple(candidates),
-            queued_at=long_term.clock.now(),
-            recalled_ids=tuple(m.id for m in recalled),
-            source_session=source_session,
-            gate_policy=gate_policy,
-        )
+    """``LongTermMemory.write_or_queue``, kept for callers not yet switched to it."""
+    return long_term.write_or_queue(
+        ns, candidates, recalled=recalled, source_session=source_session, gate_policy=gate_policy
     )
-    return [WriteOutcome("queue", c.content, reason) for c in candidates]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ import asyncio
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
@@ -83,52 +82,9 @@ def namespace(services: Services, user: str, persona_id: str) -> Namespace:
 
 
 def delete_memories(long_term: LongTermMemory, ns: Namespace, ids: Iterable[str]) -> int:
-    """Delete memories of ``ns``; returns how many existed.
-
-    Version chains are spliced around the deleted ones: the nearest surviving older and
-    newer versions are linked to each other (an older version left without a newer one
-    becomes live again, instead of staying superseded by a memory that is gone).
-    """
-    wanted = list(dict.fromkeys(ids))
-    if not wanted:
-        return 0
-    # The namespace's write lock, as LongTermMemory's own writes take it: a reinforcement
-    # running meanwhile must not write back a memory deleted here.
-    with long_term._lock(ns):
-        doomed = {m.id: m for m in long_term.store.get(ns, wanted)}
-        if not doomed:
-            return 0
-
-        def survivor(start: str | None, link: Literal["supersedes", "superseded_by"]) -> str | None:
-            seen: set[str] = set()
-            while start is not None and start in doomed and start not in seen:
-                seen.add(start)
-                start = getattr(doomed[start], link)
-            return None if start is None or start in doomed else start
-
-        older_of: dict[str, str | None] = {}  # surviving older version → its new successor
-        newer_of: dict[str, str | None] = {}  # surviving newer version → its new predecessor
-        for memory in doomed.values():
-            older = survivor(memory.supersedes, "supersedes")
-            newer = survivor(memory.superseded_by, "superseded_by")
-            if older is not None:
-                older_of[older] = newer
-            if newer is not None:
-                newer_of[newer] = older
-        deleted = long_term.store.delete(ns, list(doomed))
-        relinked: list[Memory] = []
-        for memory in long_term.store.get(ns, list(dict.fromkeys([*older_of, *newer_of]))):
-            changes: dict[str, Any] = {}
-            if memory.id in older_of and memory.superseded_by in doomed:
-                changes["superseded_by"] = older_of[memory.id]
-            if memory.id in newer_of and memory.supersedes in doomed:
-                changes["supersedes"] = newer_of[memory.id]
-            if changes:
-                relinked.append(replace(memory, **changes))
-        if relinked:
-            long_term.store.upsert(ns, relinked)
-    log.info("deleted %d memories in %s (%d relinked)", deleted, ns.key, len(relinked))
-    return deleted
+    """Delete memories of ``ns``, splicing their version chains; returns how many existed
+    (``LongTermMemory.delete_memories``; kept here for the UI and the sessions API)."""
+    return long_term.delete_memories(ns, ids)
 
 
 def _page(
@@ -350,7 +306,7 @@ def delete_memory(
     """Delete one memory (its version chain is spliced around it)."""
     ns = namespace(services, user, persona_id)
     with store_errors():
-        deleted = delete_memories(services.long_term, ns, [memory_id])
+        deleted = services.long_term.delete_memories(ns, [memory_id])
     if not deleted:
         raise _not_found()
     return Response(status_code=204)

@@ -63,12 +63,7 @@ def forget_persona(services: Services, user: str, persona_id: str) -> int:
     """Drop the (user, persona) namespace: every memory and its lexical index entries.
     Returns how many memories there were. Raises ``VectorStoreUnavailable``."""
     ns = Namespace(user, persona_id)
-    long_term = services.long_term
-    # long_term.store also reaches the lexical index when one is kept; the namespace's
-    # write lock keeps a concurrent gate write from landing half-way.
-    with long_term._lock(ns):
-        count = long_term.store.count(ns)
-        long_term.store.drop_namespace(ns)
+    count = services.long_term.forget_namespace(ns)
     log.info("reset: forgot %d memories of %s", count, ns.key)
     return count
 
