@@ -1,7 +1,10 @@
-"""Build the app's services from settings: the one place that wires real components.
+"""Build the app's services from settings: the one place that wires the components.
 
-Called from the FastAPI lifespan and the CLI, never at import time. Tests build a
-``Services`` with fakes instead.
+Called from the FastAPI lifespan and the CLI, never at import time. Tests and benches
+call the same ``build_services`` and hand in only the parts they replace (a scripted
+model, a fake embedder, an in-memory store): everything else, the write outbox and the
+cluster wrapping included, is built as production builds it, so they run what the app
+runs (docs/architecture.md).
 
 Failure policy: bad configuration or a broken install (model files missing or altered,
 a data directory that cannot be written) raises ``StartupError`` with a message that
@@ -15,13 +18,14 @@ import errno
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from backend.clock import Clock, SystemClock
-from backend.config import EmbeddedHippocampus, Settings
+from backend.config import EmbeddedHippocampus, OpenAIChat, Settings
 from backend.data_dir_lock import DataDirBusy, DataDirLock, acquire_data_dir, needs_owner_lock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
@@ -46,26 +50,66 @@ class StartupError(RuntimeError):
 
 @dataclass
 class Services:
+    """The engine plus what only the app needs. The session store, the long-term memory,
+    the models, the personas and the clock are the engine's own (read through it), so
+    the app and the turns can never hold two different copies."""
+
     settings: Settings
-    clock: Clock
-    sessions: SessionStore
-    store: VectorStore
-    embedder: Embedder | None
-    long_term: LongTermMemory
-    chat: ChatModel
-    hippocampus: ChatModel
-    personas: PersonaRegistry
     engine: TurnEngine
-    # The data directory's owner lock (backend.data_dir_lock), held until aclose(); None
-    # when the stores are shared by design (cluster) or the services were built by hand.
+    # The vector store itself, under the long-term memory's wrappers: health and repair
+    # state ask it, and it is closed here.
+    store: VectorStore
+    # The data directory's owner lock (backend.data_dir_lock), held until close(); None
+    # when the stores are shared by design (cluster).
     lock: DataDirLock | None = None
 
+    @property
+    def sessions(self) -> SessionStore:
+        return self.engine.sessions
+
+    @property
+    def long_term(self) -> LongTermMemory:
+        return self.engine.long_term
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.engine.long_term.embedder
+
+    @property
+    def chat(self) -> ChatModel:
+        return self.engine.chat
+
+    @property
+    def hippocampus(self) -> ChatModel:
+        return self.engine.hippocampus
+
+    @property
+    def clock(self) -> Clock:
+        return self.engine.clock
+
+    @property
+    def personas(self) -> PersonaRegistry:
+        return self.engine.personas
+
+    @personas.setter
+    def personas(self, registry: PersonaRegistry) -> None:  # tests swap in their cards
+        self.engine.personas = registry
+
     async def aclose(self) -> None:
+        """Finish in-flight merges, close the models, then ``close()``."""
         try:
             await self.engine.drain()
-            models = {id(self.chat): self.chat, id(self.hippocampus): self.hippocampus}
-            for model in models.values():
+            for model in {id(m): m for m in (self.chat, self.hippocampus)}.values():
                 await model.aclose()
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+        self.close()
+
+    def close(self) -> None:
+        """Close the stores, then release the data directory."""
+        try:
             close = getattr(self.store, "close", None)
             if callable(close):
                 close()
@@ -244,20 +288,33 @@ def cluster_wrapping(
     return ChangeLoggingVectorStore(store, feed), lexical
 
 
+# An embedded hippocampus has no ``timeout`` key (backend/config.py): a local run on a
+# small CPU may take this long.
+EMBEDDED_HIPPOCAMPUS_TIMEOUT_S = 300.0
+
+
+def hippocampus_timeout_s(settings: Settings) -> float:
+    """How long a turn's hippocampus run may take: ``hippocampus.timeout``."""
+    role = settings.hippocampus
+    if isinstance(role, EmbeddedHippocampus):
+        return EMBEDDED_HIPPOCAMPUS_TIMEOUT_S
+    return role.timeout
+
+
 def turn_settings(settings: Settings) -> TurnSettings:
-    chat: Any = settings.chat
-    hippocampus: Any = settings.hippocampus
+    chat = settings.chat
     return TurnSettings(
         token_budget=settings.memory.short_term_token_budget,
-        hippocampus_timeout_s=float(getattr(hippocampus, "timeout", 300.0)),
+        hippocampus_timeout_s=hippocampus_timeout_s(settings),
         hippocampus_mode=hippocampus_mode(settings),
-        use_tools=bool(getattr(chat, "tools", False)),
+        use_tools=isinstance(chat, OpenAIChat) and chat.tools,
     )
 
 
 def hippocampus_mode(settings: Settings) -> Literal["full", "compact"]:
     """``hippocampus.mode``; ``auto``: compact for an embedded (small local) model, the
-    full contract of turn.md for a remote provider."""
+    full contract
+    (docs/memory-formation.md) for a remote provider."""
     role = settings.hippocampus
     if role.mode != "auto":
         return role.mode
@@ -280,69 +337,79 @@ def acquire_owner_lock(settings: Settings, command: str) -> DataDirLock | None:
 
 
 def build_services(
-    settings: Settings, *, clock: Clock | None = None, command: str = "serve"
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    command: str = "serve",
+    chat: ChatModel | None = None,
+    hippocampus: ChatModel | None = None,
+    embedder: Embedder | None = None,
+    store: VectorStore | None = None,
+    memory_ids: Callable[[], str] | None = None,
 ) -> Services:
-    """Every real component, wired. Raises ``StartupError`` with a clear message (also
-    when another process owns the data directory). ``command``: for the owner record."""
+    """Every component, wired. Raises ``StartupError`` with a clear message (also when
+    another process owns the data directory). ``command``: for the owner record.
+
+    A part given here (a test's or a bench's) replaces the one ``settings`` would build;
+    the Services own it from then on (``aclose`` closes it). The data directory is locked
+    as in production whatever is replaced: it still holds the outbox, so a test gives
+    each build a data directory of its own. ``memory_ids``: new memory ids (a bench's
+    deterministic ones)."""
     clock = clock or SystemClock()
     limit_blas_threads()
     _check_writable(settings.storage.data_dir)
     lock = acquire_owner_lock(settings, command)
     try:
-        services = _build_services(settings, clock)
+        try:
+            personas = PersonaRegistry.load(
+                Path(settings.server.personas_dir),
+                settings.server.default_persona,
+                base_memory=settings.memory,
+            )
+        except PersonaError as exc:
+            raise StartupError(str(exc)) from exc
+        embedder = build_embedder(settings) if embedder is None else embedder
+        store = build_store(settings) if store is None else store
+        sessions = open_session_store(settings, clock)
+        interrupted = sessions.mark_incomplete_pending()
+        if interrupted:
+            log.warning("marked %d interrupted replies as incomplete", interrupted)
+        try:  # long-term writes wait here while the store is down (backend.longterm.outbox)
+            outbox = WriteOutbox(settings.storage.data_dir / "outbox.sqlite3")
+        except OutboxError as exc:
+            sessions.close()
+            raise StartupError(str(exc)) from exc
+        activation = settings.memory.activation_policy()
+        shared, lexical = cluster_wrapping(settings, sessions, store, activation.lexical_pool)
+        ids = {} if memory_ids is None else {"id_factory": memory_ids}
+        long_term = LongTermMemory(
+            shared,
+            embedder,
+            clock,
+            gate_policy=settings.memory.gate_policy(),
+            activation=activation,
+            lexical=lexical,
+            outbox=outbox,
+            **ids,
+        )
+        # One model instance per role (each keeps its own prompt cache); two local ones
+        # on a small machine take turns, the reply first.
+        turns = reply_first(settings)
+        engine = TurnEngine(
+            sessions=sessions,
+            long_term=long_term,
+            chat=build_chat_model(settings, "chat", turns) if chat is None else chat,
+            hippocampus=(
+                build_chat_model(settings, "hippocampus", turns)
+                if hippocampus is None
+                else hippocampus
+            ),
+            personas=personas,
+            clock=clock,
+            settings=turn_settings(settings),
+        )
     except BaseException:
         if lock is not None:
             lock.release()
         raise
-    services.lock = lock
-    return services
-
-
-def _build_services(settings: Settings, clock: Clock) -> Services:
-    try:
-        personas = PersonaRegistry.load(
-            Path(settings.server.personas_dir),
-            settings.server.default_persona,
-            base_memory=settings.memory,
-        )
-    except PersonaError as exc:
-        raise StartupError(str(exc)) from exc
-    embedder = build_embedder(settings)
-    store = build_store(settings)
-    sessions = open_session_store(settings, clock)
-    interrupted = sessions.mark_incomplete_pending()
-    if interrupted:
-        log.warning("marked %d interrupted replies as incomplete", interrupted)
-    try:  # long-term writes wait here while the store is down (backend.longterm.outbox)
-        outbox = WriteOutbox(settings.storage.data_dir / "outbox.sqlite3")
-    except OutboxError as exc:
-        sessions.close()
-        raise StartupError(str(exc)) from exc
-    activation = settings.memory.activation_policy()
-    shared, lexical = cluster_wrapping(settings, sessions, store, activation.lexical_pool)
-    long_term = LongTermMemory(
-        shared,
-        embedder,
-        clock,
-        gate_policy=settings.memory.gate_policy(),
-        activation=activation,
-        lexical=lexical,
-        outbox=outbox,
-    )
-    # One model instance per role (each keeps its own prompt cache); two local ones on a
-    # small machine take turns, the reply first.
-    turns = reply_first(settings)
-    chat = build_chat_model(settings, "chat", turns)
-    hippocampus = build_chat_model(settings, "hippocampus", turns)
-    engine = TurnEngine(
-        sessions=sessions,
-        long_term=long_term,
-        chat=chat,
-        hippocampus=hippocampus,
-        personas=personas,
-        clock=clock,
-        settings=turn_settings(settings),
-    )
-    return Services(
-        settings, clock, sessions, store, embedder, long_term, chat, hippocampus, personas, engine
-    )
+    return Services(settings, engine, store, lock)

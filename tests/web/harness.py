@@ -1,5 +1,9 @@
 """An app on a loopback port with scripted upstream models, for endpoint tests and benches.
 
+The app is wired by ``build_services`` as in production (real OpenAI-compatible clients,
+the outbox, the personas directory); only the vector store (in memory) and the embedder
+(bag of words) are replaced, unless the test hands in its own.
+
 with AppHarness(tmp_path) as h:          # chat + hippocampus: scripted OpenAI servers
     h.chat.enqueue(Reply(chunks=["Hi"]))
     client = openai.OpenAI(base_url=h.base_url + "/v1", api_key="k")
@@ -16,14 +20,8 @@ from typing import Any
 
 import uvicorn
 
-from backend.clock import SystemClock
 from backend.config import load_settings
-from backend.engine.services import Services, turn_settings
-from backend.engine.turn import TurnEngine
-from backend.llm.openai_compat import OpenAICompatChatModel
-from backend.longterm.memory import LongTermMemory
-from backend.personas import PersonaRegistry
-from backend.sessions.store import SessionStore
+from backend.engine.services import build_services
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStore
 from backend.web.app import create_app
@@ -65,13 +63,25 @@ class AppHarness:
         self.chat.__enter__()
         self.hippocampus.__enter__()
         data = {
-            "chat": {"provider": "openai", "base_url": self.chat.base_url, "model": "scripted"},
+            "chat": {
+                "provider": "openai",
+                "base_url": self.chat.base_url,
+                "model": "scripted",
+                "api_key": "upstream-secret",
+                "timeout": self.chat_timeout,
+                "max_retries": 0,
+            },
             "hippocampus": {
                 "provider": "openai",
                 "base_url": self.hippocampus.base_url,
                 "model": "scripted",
+                "timeout": 5,
+                "max_retries": 0,
             },
-            "storage": {"data_dir": str(self.tmp_path / "data")},
+            "storage": {
+                "data_dir": str(self.tmp_path / "data"),
+                "sessions_db": str(self.tmp_path / "sessions.sqlite3"),
+            },
             "server": {"personas_dir": str(REPO / "personas")},
         }
         for section, values in self.config.items():
@@ -79,49 +89,13 @@ class AppHarness:
         path = self.tmp_path / "config.json"
         path.write_text(json.dumps(data))
         self.settings = load_settings(path, env={})
-        clock = SystemClock()
-        sessions = SessionStore(self.tmp_path / "sessions.sqlite3", clock)
-        store = self._store or InMemoryVectorStore()
-        embedder = self._embedder or BagOfWordsEmbedder()
-        memory = self.settings.memory
-        long_term = LongTermMemory(
-            store,
-            embedder,
-            clock,
-            gate_policy=memory.gate_policy(),
-            activation=memory.activation_policy(),
-        )
-        chat = OpenAICompatChatModel(
-            base_url=self.chat.base_url,
-            model="scripted",
-            api_key="upstream-secret",
-            timeout=self.chat_timeout,
-            max_retries=0,
-        )
-        hippocampus = OpenAICompatChatModel(
-            base_url=self.hippocampus.base_url, model="scripted", timeout=5, max_retries=0
-        )
-        personas = PersonaRegistry.load(REPO / "personas", "companion")
-        engine = TurnEngine(
-            sessions=sessions,
-            long_term=long_term,
-            chat=chat,
-            hippocampus=hippocampus,
-            personas=personas,
-            clock=clock,
-            settings=turn_settings(self.settings),
-        )
-        self.services = Services(
+        # The app's own wiring: models, outbox, personas and the rest as production builds
+        # them; only the vector store and the embedder are the test's.
+        self.services = build_services(
             self.settings,
-            clock,
-            sessions,
-            store,
-            embedder,
-            long_term,
-            chat,
-            hippocampus,
-            personas,
-            engine,
+            command="test",
+            store=InMemoryVectorStore() if self._store is None else self._store,
+            embedder=BagOfWordsEmbedder() if self._embedder is None else self._embedder,
         )
         self.app = create_app(self.settings, self.services, own_services=True)
         self.port = free_port()
