@@ -17,6 +17,14 @@ from pydantic.fields import FieldInfo
 PROVIDERS = ("embedded", "openai")
 
 
+class ConfigError(ValueError):
+    """Invalid configuration; ``problems`` holds one readable line per problem."""
+
+    def __init__(self, problems: list[str] | tuple[str, ...]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
@@ -37,7 +45,10 @@ def _walk(loc: tuple[Any, ...], root: type[BaseModel]) -> tuple[Any, FieldInfo |
         field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
         if field is None:
             return None, None
-        models = _models_in(field.annotation)
+        # An engine section (``backend.config_memory``) names the model it validates with.
+        models = _models_in(field.annotation) + [
+            item.settings_model for item in field.metadata if hasattr(item, "settings_model")
+        ]
         if len(models) > 1 and parts and parts[0] in PROVIDERS:
             tag = parts.pop(0)
             model = next(m for m in models if m.model_fields["provider"].default == tag)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from backend.config import (
     load_settings,
 )
 from backend.memory.types import GatePolicy, HybridWeights, RetrievalPolicy, ScoreWeights
+from backend.web.api_keys import user_for_key
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -228,11 +230,11 @@ def test_secrets_never_in_errors(tmp_path: Path) -> None:
 
 
 def test_api_keys_map_to_users(tmp_path: Path) -> None:
-    server = load(
+    keys = load(
         tmp_path, {"server": {"api_keys": {"k1": "alice"}}}, {"LM_API_KEYS": "k2:bob, k3:carol"}
-    ).server
-    assert server.user_for_key("k1") == "alice" and server.user_for_key("k3") == "carol"
-    assert server.user_for_key("nope") is None
+    ).server.api_keys
+    assert user_for_key(keys, "k1") == "alice" and user_for_key(keys, "k3") == "carol"
+    assert user_for_key(keys, "nope") is None and user_for_key({}, "k1") is None
     assert "api key" in problems(tmp_path, {"server": {"api_keys": {"a b": "x"}}}).lower()
     assert "LM_API_KEYS" in problems(tmp_path, {}, {"LM_API_KEYS": "novalue"})
 
@@ -274,13 +276,131 @@ def test_generic_nested_env(tmp_path: Path) -> None:
     assert settings.memory.weights.recency == 0.3 and settings.memory.lam == 0.7
     assert isinstance(settings.chat, OpenAIChat)
     assert settings.chat.model == "qwen-plus" and settings.chat.tools is True
-    assert settings.server.user_for_key("k9") == "zoe" and settings.server.port == 7001
+    assert settings.server.api_keys == {"k9": "zoe"} and settings.server.port == 7001
 
 
 def test_env_errors_name_the_variable(tmp_path: Path) -> None:
     message = problems(tmp_path, {}, {"LM_PORT": "http"})
     assert message.startswith("environment LM_PORT: server.port: must be a valid integer")
     assert "environment LM__MEMORY__K: memory.k" in problems(tmp_path, {}, {"LM__MEMORY__K": "0"})
+
+
+def test_precedence_named_env_then_generic_env_then_file_then_defaults(tmp_path: Path) -> None:
+    def port(data: dict[str, Any], env: dict[str, str]) -> int:
+        return load(tmp_path, data, env).server.port
+
+    file = {"server": {"port": 8001}}
+    assert port({}, {}) == 8000
+    assert port(file, {}) == 8001
+    assert port(file, {"LM__SERVER__PORT": "8002"}) == 8002
+    assert port(file, {"LM__SERVER__PORT": "8002", "LM_PORT": "8003"}) == 8003
+    assert port(file, {"LM__SERVER__PORT": "", "LM_PORT": ""}) == 8001  # empty: ignored
+
+
+def test_env_nesting_merges_key_by_key_with_the_file(tmp_path: Path) -> None:
+    memory = load(
+        tmp_path,
+        {"memory": {"k": 4, "hybrid": {"cosine": 0.5, "relevance": 0.3}}},
+        {
+            "LM__MEMORY__HYBRID__CJK_COSINE": "1",  # three levels deep
+            "LM__Memory__Hybrid__Relevance": "0.4",  # after the prefix, any case
+            "lm__memory__k": "9",  # the prefix as written: ignored
+        },
+    ).memory
+    assert (memory.hybrid.cosine, memory.hybrid.relevance, memory.hybrid.cjk_cosine) == (
+        0.5,
+        0.4,
+        1.0,
+    )
+    assert memory.k == 4
+
+
+def test_a_json_variable_replaces_the_files_object(tmp_path: Path) -> None:
+    settings = load(
+        tmp_path,
+        {"memory": {"gate": {"min_importance": 0.3}}, "server": {"api_keys": {"old": "al"}}},
+        {
+            "LM__MEMORY__GATE": '{"min_support": 0.5}',
+            "LM__MEMORY__GATE__SAME_FACT": "0.7",  # merged into the variable's object
+            "LM__SERVER__API_KEYS": '{"new": "bo"}',
+            "LM_API_KEYS": "named:cy",  # merged into whatever the rest gave
+        },
+    )
+    assert settings.memory.gate == GatePolicy(min_support=0.5, same_fact=0.7)
+    assert settings.server.api_keys == {"new": "bo", "named": "cy"}
+    assert load(tmp_path, {}, {"LM__MEMORY": '{"k": 3, "pool": 30}'}).memory.pool == 30
+    assert problems(tmp_path, {}, {"LM__MEMORY__GATE": '{"x": '}) == (
+        "environment LM__MEMORY__GATE: invalid JSON"
+    )
+
+
+def test_env_typos_are_errors_naming_the_variable(tmp_path: Path) -> None:
+    assert problems(tmp_path, {}, {"LM__MEMROY__K": "5"}) == (
+        "environment LM__MEMROY__K: memroy: unknown key 'memroy' (did you mean 'memory'?)"
+    )
+    assert problems(tmp_path, {}, {"LM__MEMORY__GATE__MIN_SUPORT": "0.5"}) == (
+        "environment LM__MEMORY__GATE__MIN_SUPORT: memory.gate.min_suport: "
+        "unknown key 'min_suport' (did you mean 'min_support'?)"
+    )
+    assert problems(tmp_path, {}, {"LM__MEMORY__HYBRID__BM25_K1": "11"}) == (
+        "environment LM__MEMORY__HYBRID__BM25_K1: memory.hybrid.bm25_k1: "
+        'must be between 0 and 10 (got "11")'
+    )
+
+
+def test_env_values_are_converted_to_the_keys_type(tmp_path: Path) -> None:
+    settings = load(
+        tmp_path,
+        {},
+        {"LM__HIPPOCAMPUS__YIELD_TO_REPLY": "false", "LM__MEMORY__SALIENT__DAYS": "7.5"},
+    )
+    assert settings.hippocampus.yield_to_reply is False  # type: ignore[union-attr]
+    assert settings.memory.salient.days == 7.5
+
+
+def test_the_file_explicit_then_lm_config_then_config_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    named = write(tmp_path, {"server": {"port": 9001}})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"server": {"port": 9002}}')
+    env = {"LM_CONFIG": str(other / "config.json")}
+    assert load_settings(named, env).server.port == 9001
+    assert load_settings(None, env).server.port == 9002
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(None, {}).server.port == 9001
+    with pytest.raises(ConfigError, match="not a file"):
+        load_settings(other, {})
+
+
+def test_relative_paths_from_env_resolve_against_the_config_file(tmp_path: Path) -> None:
+    settings = load(tmp_path, {}, {"LM_DATA_DIR": "state", "LM__SERVER__PERSONAS_DIR": "cards"})
+    assert settings.storage.data_dir == tmp_path / "state"
+    assert settings.server.personas_dir == tmp_path / "cards"
+
+
+def test_validating_data_reads_no_file_and_no_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, {"server": {"port": 9001}})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LM__SERVER__HOST", "0.0.0.0")
+    monkeypatch.setenv("LM_PORT", "9002")
+    for settings in (Settings.model_validate({"memory": {"k": 3}}), Settings()):
+        assert (settings.server.host, settings.server.port) == ("127.0.0.1", 8000)
+    assert load_settings().server.port == 9002  # load_settings reads both
+
+
+def test_memory_sections_are_the_engines_types(tmp_path: Path) -> None:
+    memory = load(tmp_path, {"memory": {"gate": {"min_support": 0.5}}}).memory
+    assert type(memory.weights) is ScoreWeights and type(memory.hybrid) is HybridWeights
+    assert memory.gate == GatePolicy(min_support=0.5) and memory.gate_policy() is memory.gate
+    # A field the engine adds is a key at once; config.example.json spells out every one
+    # of weights and gate (hybrid is left out of it).
+    example = json.loads((REPO / "config.example.json").read_text(encoding="utf-8"))["memory"]
+    for key, engine in (("weights", ScoreWeights), ("gate", GatePolicy)):
+        assert set(example[key]) == {f.name for f in dataclasses.fields(engine)}, key
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request, WebSocket
 
 from backend.engine.services import Services
+from backend.web.api_keys import user_for_key
 from backend.web.errors import APIError
 
 # Without API keys configured every caller is this user (a single-user, loopback app).
@@ -31,12 +32,12 @@ def get_services(request: Request) -> Services:
 
 def user_for_authorization(services: Services, authorization: str | None) -> str | None:
     """The user id for an ``Authorization`` header, or None when it is missing/wrong."""
-    keys = services.settings.server
-    if not keys.api_keys:
+    api_keys = services.settings.server.api_keys
+    if not api_keys:
         return LOCAL_USER
     if not authorization or not authorization.lower().startswith("bearer "):
         return None
-    return keys.user_for_key(authorization[7:].strip())
+    return user_for_key(api_keys, authorization[7:].strip())
 
 
 def get_user(request: Request) -> str:

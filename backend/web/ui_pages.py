@@ -20,6 +20,7 @@ from backend.memory.types import Namespace
 from backend.persona_import import MAX_FILE_BYTES, CardImportError, PersonaExists
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web import health
+from backend.web.api_keys import user_for_key
 from backend.web.personas_api import forget_persona, install_persona
 from backend.web.ui_support import (
     COOKIE,
@@ -195,7 +196,7 @@ async def login(
         raise CrossSiteRequest
     if not server.api_keys:
         return RedirectResponse(target, status_code=303)
-    user = server.user_for_key(key.strip()) if key.strip() else None
+    user = user_for_key(server.api_keys, key.strip()) if key.strip() else None
     if user is None:
         log.info("ui: sign-in refused")
         context = {"next": target, "error": "That key is not valid."}

@@ -37,6 +37,7 @@ from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
 from backend.engine.services import Services
+from backend.web.api_keys import user_for_key
 from backend.web.deps import LOCAL_USER
 
 COOKIE = "limbic_key"
@@ -212,11 +213,11 @@ def _authenticate(request: Request) -> UiAuth:
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         key = header[7:].strip()
-        user = server.user_for_key(key)
+        user = user_for_key(server.api_keys, key)
         if user is not None:
             return UiAuth(user, key, via_header=True)
     key = request.cookies.get(COOKIE, "")
-    user = server.user_for_key(key) if key else None
+    user = user_for_key(server.api_keys, key) if key else None
     if user is None:
         raise LoginRequired
     return UiAuth(user, key)
