@@ -27,7 +27,7 @@ from backend.memory.types import (
     ScoreWeights,
 )
 
-_FLOAT32_EPS = 1.1920929e-07  # GIST's lower bound for eps (memory-model.md)
+_FLOAT32_EPS = 1.1920929e-07  # GIST's lower bound for eps (docs/memory-model.md)
 _RETRIEVAL = RetrievalPolicy()
 _UNIT: dict[str, Any] = {"ge": 0, "le": 1}
 _DAYS: dict[str, Any] = {"gt": 0, "le": 3650}
@@ -92,7 +92,7 @@ def _some_weight(hybrid: HybridWeights) -> None:
         raise ValueError("at least one hybrid channel weight must be positive")
 
 
-# Score weights (memory-model.md, "Scoring"): the limbic mode's channel weights.
+# Score weights (docs/memory-model.md, "Scoring"): the limbic mode's channel weights.
 Weights = Annotated[ScoreWeights, EngineSection(ScoreWeights, {"recency_half_life_days": _DAYS})]
 # The hybrid mode's channel weights (docs/memory-model.md, "Hybrid mode").
 Hybrid = Annotated[
@@ -107,7 +107,7 @@ Hybrid = Annotated[
         check=_some_weight,
     ),
 ]
-# Save-gate thresholds (memory-model.md, "The save gate").
+# Save-gate thresholds (docs/memory-model.md, "The save gate").
 Gate = Annotated[GatePolicy, EngineSection(GatePolicy)]
 
 

@@ -111,9 +111,9 @@ class EmbeddedChat(_Embedded):
         return self
 
 
-# The hippocampus contract (backend.hippocampus): "full" is turn.md's (the model rewrites
-# background, short-term and long-term), "compact" asks only for facts (small local
-# models); "auto": compact for an embedded model, full for a remote one.
+# The hippocampus contract (backend.hippocampus, docs/memory-formation.md): "full" (the
+# model rewrites background, short-term and long-term), "compact" asks only for facts
+# (small local models); "auto": compact for an embedded model, full for a remote one.
 HippocampusMode = Literal["auto", "full", "compact"]
 
 

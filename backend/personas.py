@@ -33,7 +33,7 @@ from backend.memory.types import GatePolicy, RetrievalPolicy
 
 logger = logging.getLogger(__name__)
 
-# What clients send as ``model`` when they mean "whatever the server's default is" (wire.md):
+# What clients send as ``model`` when they mean "whatever the server's default is" (docs/api.md):
 # "string" is the OpenAPI docs' example value; the NVIDIA NeMo Agent Toolkit UI hard-codes
 # "placeholder" in its /chat and /chat/stream bodies (proxy/request-transformers.js:81 and
 # :120 since NVIDIA/NeMo-Agent-Toolkit-UI@dd0766a, 2026-04-01) and sent "nvidia/nemotron"

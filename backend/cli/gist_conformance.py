@@ -4,7 +4,7 @@
 case, prints ``PASS name`` or ``FAIL name: what differs`` per case, then ``N passed, M failed``.
 Exit 0 when all pass, 1 when any fails, 2 when the file cannot be read. ``selected`` (in
 order) and ``stage`` must match exactly; ``g``, ``div``, ``threshold`` and ``d_max`` within
-``tol(x) = 1e-6 * max(1, |x|)``; ``f`` within ``tol(g) + lam * tol(div)`` (memory-model.md).
+``tol(x) = 1e-6 * max(1, |x|)``; ``f`` within ``tol(g) + lam * tol(div)`` (docs/memory-model.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Periodic memory maintenance: the decay pass and the vector backfill, for every namespace.
 
-The app runs ``maintenance_loop`` in its lifespan (memory-model.md: "A decay pass
+The app runs ``maintenance_loop`` in its lifespan (docs/memory-model.md: "A decay pass
 (scheduled by the app, not by callers)"). With several app processes on one session
 database, each pass runs in one process only: the loop claims it in the database first
 (``backend.sessions.cluster_jobs``), and prunes the change log the processes' lexical

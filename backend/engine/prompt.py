@@ -1,4 +1,4 @@
-"""The main model's messages for one turn (turn.md, "The turn", step 3).
+"""The main model's messages for one turn (docs/architecture.md, "One turn", step 3).
 
 Order: what stays the same from turn to turn first, what changes last, so a local
 model's prompt cache (llama.cpp keeps the previous prompt's tokens) covers all but the

@@ -88,7 +88,7 @@ async def seed_state(
     token_budget: int,
 ) -> SessionMemoryState:
     """Store the client's earlier messages and start short-term memory with them (within
-    ``token_budget``); a new session only (wire.md). They count as merged."""
+    ``token_budget``); a new session only (docs/api.md). They count as merged."""
     items = [
         ShortTermItem(role=role, text=text)  # type: ignore[arg-type]
         for role, text in history

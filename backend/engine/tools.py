@@ -1,4 +1,4 @@
-"""The main model's memory tools: ``memory_recall`` and ``memory_store`` (turn.md).
+"""The main model's memory tools: ``memory_recall`` and ``memory_store`` (docs/architecture.md).
 
 Executed server-side within a bounded number of rounds; results go back to the model as
 ``tool`` messages and never into the user-visible reply. Bad arguments from the model

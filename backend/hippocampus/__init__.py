@@ -1,9 +1,9 @@
 """The hippocampus: prompt, JSON schema, defensive parse and merge into session state.
 
-Pure (architecture.md): no I/O, no clock, no model calls. The engine calls the model
+Pure (docs/architecture.md): no I/O, no clock, no model calls. The engine calls the model
 with ``build_messages(...)`` and ``HIPPOCAMPUS_SCHEMA``, parses the answer with
 ``parse_result`` (``HippocampusParseError`` → failure fallback), and folds it into the
-session state with ``merge`` (``result=None`` is the failure fallback). See turn.md.
+session state with ``merge`` (``result=None`` is the failure fallback). See docs/architecture.md.
 
 Modules: ``state`` (types), ``prompt``, ``schema``, ``parse``, ``merge``, ``budget``.
 """

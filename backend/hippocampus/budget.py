@@ -1,4 +1,4 @@
-"""Token estimates and the deterministic short-term budget (turn.md, failure policy).
+"""Token estimates and the deterministic short-term budget (docs/architecture.md, failure policy).
 
 ``estimate_tokens`` is an estimate, not a tokenizer: about one token per CJK character
 and one per four characters of other text. That is close enough to keep a prompt

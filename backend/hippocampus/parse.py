@@ -1,4 +1,4 @@
-"""Defensive parsing of the hippocampus output (turn.md, "The hippocampus output").
+"""Defensive parsing of the hippocampus output (docs/memory-formation.md, "The hippocampus").
 
 Failure policy, from the outside in:
 

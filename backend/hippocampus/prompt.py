@@ -1,4 +1,4 @@
-"""The hippocampus prompt (turn.md, "The hippocampus output"), in our own words.
+"""The hippocampus prompt (docs/memory-formation.md, "The hippocampus"), in our own words.
 
 The system message states the rules; the user message carries the session state and the
 new user message as one JSON object, marked as data (a user who writes "ignore your

@@ -1,4 +1,4 @@
-"""The JSON schema of the hippocampus output (turn.md, "The hippocampus output").
+"""The JSON schema of the hippocampus output (docs/memory-formation.md, "The hippocampus").
 
 Sent to providers with a JSON-schema mode; the embedded llama.cpp model compiles it to a
 grammar. Every string has ``maxLength`` and every array ``maxItems`` so that a small

@@ -1,4 +1,4 @@
-"""Session memory state and the hippocampus result (turn.md, "The turn").
+"""Session memory state and the hippocampus result (docs/architecture.md, "One turn").
 
 Frozen dataclasses: the merge never mutates a state, it returns a new one. The session
 store keeps the state as JSON, so ``SessionMemoryState`` converts to and from plain

@@ -1,6 +1,6 @@
 """Same topic, another value: a new fact that updates an older one without saying so.
 
-The save gate's rule 4 (memory-model.md): an older fact is superseded when the
+The save gate's rule 4 (docs/memory-model.md): an older fact is superseded when the
 hippocampus names it (``supersedes``) *or* when the new fact is on the same topic with a
 contradicting value. Small local models never name what they update, so this module
 finds the second case from the text alone, conservatively (a wrong supersession hides a

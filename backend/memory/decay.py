@@ -1,4 +1,4 @@
-"""Decay: the forgetting curve, its floors and the fade threshold (memory-model.md, "Decay").
+"""Decay: the forgetting curve, its floors and the fade threshold (docs/memory-model.md, "Decay").
 
 ```
 half_life   = HALF_LIFE_DAYS.get(category, 60)                       # days
@@ -41,7 +41,7 @@ __all__ = [
     "whole_days_since",
 ]
 
-# Half-life in days per category (memory-model.md, "Decay"; limbic's table).
+# Half-life in days per category (docs/memory-model.md, "Decay"; limbic's table).
 HALF_LIFE_DAYS: Mapping[str, float] = {
     "personal_fact": 180.0,
     "preference": 90.0,

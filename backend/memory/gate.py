@@ -1,4 +1,4 @@
-"""The save gate: decide what happens to a long-term candidate (memory-model.md, "The save gate").
+"""The save gate: what happens to a long-term candidate (docs/memory-model.md, "The save gate").
 
 Pure: the caller hands in the candidate's embedding, the memories placed in this turn's
 context and the candidate's nearest stored neighbours; the store applies the decision.

@@ -1,6 +1,6 @@
 """GIST selection (arXiv:2405.18754): max ``g(S) + lam * div(S)`` over ``|S| <= k``, in numpy.
 
-Follows memory-model.md ("GIST ... the rules our implementation must follow"), which fixes
+Follows docs/memory-model.md ("GIST ... the rules our implementation must follow"), which fixes
 the choices the paper leaves open as the reference implementation (divsel) makes them.
 
 Speed: distances are computed once, and GIS(d) runs for every threshold at once (one row

@@ -1,6 +1,6 @@
 """Is a proposed memory grounded in what was said, and does it say anything at all?
 
-The save gate's rule 0 (memory-model.md, "The save gate"): a model's candidate is a
+The save gate's rule 0 (docs/memory-model.md, "The save gate"): a model's candidate is a
 proposal, never the evidence. This module measures the evidence.
 
 **Content tokens** of a text (:func:`content_tokens`): NFKC, case-folded; Latin words

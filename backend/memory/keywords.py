@@ -1,4 +1,4 @@
-"""Keywords of a text: the relevance channel's tokens (memory-model.md, "Keywords of a text").
+"""Keywords of a text: the relevance channel's tokens (docs/memory-model.md, "Keywords of a text").
 
 Limbic's rule, which this module reproduces exactly on ASCII input: lower-case the text,
 take the runs of ``[a-z]``, keep those longer than 2 characters, drop English stop words.

@@ -1,6 +1,6 @@
 """Activation over rows already read: score a pool → GIST → fill → score order.
 
-memory-model.md, "Retrieval (activation)", steps 2-5. The store is responsible for
+docs/memory-model.md, "Retrieval (activation)", steps 2-5. The store is responsible for
 step 1 (the candidate pool); this module never does I/O.
 
 Two scoring modes (``RetrievalPolicy.mode``):

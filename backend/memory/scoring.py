@@ -1,4 +1,4 @@
-"""Scoring: four channels and a cosine blend (memory-model.md, "Scoring").
+"""Scoring: four channels and a cosine blend (docs/memory-model.md, "Scoring").
 
 ```
 recency   = 0.5 ** (days_since_last_access / 7)          # fractional days
@@ -62,7 +62,7 @@ def _words(text: str) -> frozenset[str]:
 DEFAULT_WEIGHTS = ScoreWeights()
 _SECONDS_PER_DAY = 86_400.0
 
-# Emotion channel constants (memory-model.md, "Emotion channel", limbic's numbers).
+# Emotion channel constants (docs/memory-model.md, "Emotion channel", limbic's numbers).
 _EMOTION_CATEGORY_BONUS = 0.3  # the memory's category is ``emotion``
 _INTENSITY_HIGH, _INTENSITY_HIGH_BONUS = 0.7, 0.5  # intensity >= 0.7 adds 0.5
 _INTENSITY_MID, _INTENSITY_MID_BONUS = 0.4, 0.3  # intensity >= 0.4 adds 0.3
@@ -232,7 +232,7 @@ def emotion_family(label: str | None) -> str | None:
 
 
 def emotion_score(memory: Memory, target_emotion: str | None) -> float:
-    """The emotion channel, in [0, 1] (memory-model.md, "Emotion channel").
+    """The emotion channel, in [0, 1] (docs/memory-model.md, "Emotion channel").
 
     0.3 for the ``emotion`` category; plus 0.5 / 0.3 / 0.3*intensity for the memory's own
     emotion (intensity >= 0.7 / >= 0.4 / below); plus 0.4 when ``target_emotion`` equals

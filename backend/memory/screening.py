@@ -1,7 +1,7 @@
 """The save gate's rule 0: screen a turn's candidates before they reach the store.
 
 The hippocampus model proposes; this module decides, from evidence the model cannot
-invent (memory-model.md, "The save gate", rule 0):
+invent (docs/memory-model.md, "The save gate", rule 0):
 
 1. **Content.** Greetings, thanks, filler and other content-free text are rejected
    (``grounding.is_content_free``).

@@ -74,7 +74,7 @@ class Emotion:
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """One long-term memory: a standalone sentence plus metadata (memory-model.md, "A memory").
+    """One long-term memory: a standalone sentence plus metadata (docs/memory-model.md, "A memory").
 
     ``embedding`` is ``None`` when the memory has no vector yet; it is never a zero vector.
     Timestamps are timezone-aware UTC.
@@ -186,7 +186,7 @@ class ScoredMemory:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalPolicy:
-    """How activation picks memories. ``lam``/``eps`` are GIST's (memory-model.md, Retrieval)."""
+    """How activation picks memories; ``lam``/``eps`` are GIST's (docs/memory-model.md)."""
 
     k: int = 8
     lam: float = 0.5
@@ -210,7 +210,7 @@ class RetrievalPolicy:
 
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
-    """Save-gate thresholds (memory-model.md, "The save gate")."""
+    """Save-gate thresholds (docs/memory-model.md, "The save gate")."""
 
     min_importance: float = 0.4  # limbic's gate
     min_confidence: float = 0.6  # limbic's gate
@@ -226,7 +226,7 @@ class GatePolicy:
 
 @dataclass(frozen=True, slots=True)
 class ActivationPolicy:
-    """How the candidate pool is gathered before scoring (memory-model.md, Retrieval step 1)."""
+    """How the candidate pool is gathered before scoring (docs/memory-model.md, step 1)."""
 
     retrieval: RetrievalPolicy = RetrievalPolicy()
     pool: int = 50  # ANN neighbours of the query (the spec's "about 50")

@@ -64,7 +64,7 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
-    """The derived state the hippocampus rewrites each turn (turn.md)."""
+    """The derived state the hippocampus rewrites each turn (docs/architecture.md)."""
 
     background: str = ""
     short_term: tuple[dict[str, Any], ...] = ()

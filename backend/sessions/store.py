@@ -1,6 +1,6 @@
 """The session store: sessions, their transcript, derived state and turn reports.
 
-turn.md: the transcript keeps every raw message in full (nothing the user said is ever
+docs/architecture.md: the transcript keeps every raw message in full (nothing the user said is ever
 lost); ``background``, ``short_term`` and the last ``user_emotion`` are the derived state
 the hippocampus rewrites each turn.
 

@@ -1,6 +1,6 @@
 """The long-term vector store port and the rules every backend shares.
 
-A ``VectorStore`` keeps long-term memories (memory-model.md, "A memory") per
+A ``VectorStore`` keeps long-term memories (docs/memory-model.md, "A memory") per
 ``Namespace``; namespaces never see each other. It is deliberately low level: the save
 gate, scoring and diversity live above it (``backend.memory``), this layer only stores,
 filters and finds nearest neighbours. All methods are synchronous; async callers run
@@ -151,7 +151,7 @@ def prepare_vector(vector: object) -> np.ndarray:
     """A valid embedding as a fresh 1-D float32 array.
 
     Raises ``ValueError`` for anything that is not a non-empty 1-D array of finite
-    numbers with a non-zero norm (a zero vector has no cosine: memory-model.md, MISSING).
+    numbers with a non-zero norm (a zero vector has no cosine: docs/memory-model.md, MISSING).
     """
     try:
         array = np.array(vector, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""``GET /healthz``: fast, never calls a model (wire.md, Health).
+"""``GET /healthz``: fast, never calls a model (docs/api.md, Health).
 
 ``vector_store.needs_repair: true`` (with ``unreadable``: how many records) appears once a read
 met records the store could not read (tolerant reads, ``backend.stores.chroma_store``);

@@ -1,4 +1,4 @@
-"""The memory tools for outside agents, as an MCP server (turn.md, "Memory tools").
+"""The memory tools for outside agents, as an MCP server (README.md, "Ways in").
 
 Three tools over ONE namespace (user, persona): ``memory_recall(query, k=5)``,
 ``memory_store(content, category="general", importance=0.6)`` (through the save gate, as
