@@ -1,9 +1,9 @@
 """Two app processes' engines on one session database and one long-term store.
 
-Each "process" is its own ``SessionStore`` (its own connections and locks) and its own
-``LongTermMemory`` (its own lexical index) over one shared vector store; turn ordering
-needs locks that exclude each other in one test process, which PostgreSQL's advisory
-locks do (they are per connection).
+Each "process" is its own ``build_services`` (its own session store connections and
+locks, its own long-term memory and lexical index) over one shared vector store; turn
+ordering needs locks that exclude each other in one test process, which PostgreSQL's
+advisory locks do (they are per connection).
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from backend.clock import FixedClock
 from backend.engine.maintenance import maintenance_loop
+from backend.engine.services import build_services
 from backend.engine.session_order import acquire_session
-from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.turn import TurnRequest
 from backend.llm.fake import FakeChatModel
 from backend.longterm.memory import LongTermMemory
 from backend.memory.types import ActivationPolicy, Candidate, Namespace
-from backend.personas import PersonaRegistry
 from backend.sessions.store import SessionStore
 from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStore
+from tests.engine.wiring import fake_settings
 from tests.stores.fakes import BagOfWordsEmbedder
-from tests.web.harness import REPO
 
 T0 = datetime(2026, 9, 1, 21, 0, tzinfo=UTC)
 NS = Namespace("alice", "companion")
@@ -67,30 +68,40 @@ def process_ltm(shared: VectorStore, sessions: SessionStore, clock: FixedClock) 
 
 
 class Process:
-    def __init__(self, target: str, shared: VectorStore, clock: FixedClock) -> None:
-        self.sessions = SessionStore(target, clock)
-        self.long_term = process_ltm(shared, self.sessions, clock)
+    """One app process, wired by ``build_services`` as the app is in a cluster (its own
+    data directory; the session database and the vector store shared)."""
+
+    def __init__(self, data_dir: Path, target: str, shared: VectorStore, clock: FixedClock) -> None:
         self.chat = FakeChatModel("fake-chat")
         self.hippocampus = FakeChatModel("fake-hippocampus")
-        self.engine = TurnEngine(
-            sessions=self.sessions,
-            long_term=self.long_term,
+        settings = fake_settings(
+            data_dir,
+            hippocampus={"timeout": 5.0},
+            memory={"short_term_token_budget": 300},
+            storage={"database_url": target},
+        )
+        self.services = build_services(
+            settings,
+            clock=clock,
+            command="test",
             chat=self.chat,
             hippocampus=self.hippocampus,
-            personas=PersonaRegistry.load(REPO / "personas", "companion"),
-            clock=clock,
-            settings=TurnSettings(token_budget=300, hippocampus_timeout_s=5.0),
+            embedder=BagOfWordsEmbedder(),
+            store=shared,
         )
+        self.engine = self.services.engine
+        self.sessions = self.services.sessions
 
 
 @pytest.fixture
-def two(postgres_url: str) -> Iterator[tuple[Process, Process]]:
+def two(postgres_url: str, tmp_path: Path) -> Iterator[tuple[Process, Process]]:
     clock = FixedClock(T0)
     shared = InMemoryVectorStore()
-    a, b = Process(postgres_url, shared, clock), Process(postgres_url, shared, clock)
+    a = Process(tmp_path / "a", postgres_url, shared, clock)
+    b = Process(tmp_path / "b", postgres_url, shared, clock)
     yield a, b
-    a.sessions.close()
-    b.sessions.close()
+    a.services.close()
+    b.services.close()
 
 
 @pytest.mark.anyio

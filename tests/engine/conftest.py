@@ -4,40 +4,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from backend.clock import FixedClock
-from backend.config import Settings
 from backend.engine.services import Services, build_services
 from backend.engine.turn import TurnEngine
 from backend.llm.fake import FakeChatModel
 from backend.longterm.memory import LongTermMemory
 from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
+from tests.engine.wiring import fake_settings
 from tests.stores.fakes import BagOfWordsEmbedder
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def fake_settings(data_dir: Path, **sections: dict[str, Any]) -> Settings:
-    """Settings for scripted models (``provider: openai``, never called: the fakes stand
-    in), the repository's personas and ``data_dir``; ``sections`` merged over them."""
-    data: dict[str, dict[str, Any]] = {
-        "chat": {"provider": "openai", "model": "fake-chat"},
-        "hippocampus": {"provider": "openai", "model": "fake-hippocampus"},
-        "storage": {"data_dir": str(data_dir)},
-        "server": {"personas_dir": str(REPO / "personas")},
-    }
-    for section, values in sections.items():
-        data[section] = {**data.get(section, {}), **values}
-    return Settings.model_validate(data)
 
 
 @dataclass

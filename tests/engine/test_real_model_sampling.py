@@ -13,19 +13,17 @@ from pathlib import Path
 import pytest
 
 from backend.clock import FixedClock
-from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.services import build_services
+from backend.engine.turn import TurnEngine, TurnRequest
 from backend.llm.embedded_llama import EmbeddedLlamaChatModel
 from backend.llm.port import Sampling
-from backend.longterm.memory import LongTermMemory
-from backend.personas import PersonaRegistry
-from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
+from tests.engine.wiring import app_settings
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.support import require_embedded_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 FRUITS = "Name five fruits in one line, separated by commas, like: apple, pear, ..."
 
 
@@ -37,24 +35,24 @@ def anyio_backend() -> str:
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[TurnEngine]:
     require_embedded_model()
-    clock = FixedClock(datetime(2026, 12, 1, 20, 0, tzinfo=UTC))
-    chat = EmbeddedLlamaChatModel(preset="smollm2-135m", n_ctx=2048, max_tokens=40)
-    hippocampus = EmbeddedLlamaChatModel(preset="smollm2-135m", n_ctx=2048, max_tokens=30)
-    engine = TurnEngine(
-        sessions=SessionStore(tmp_path / "sessions.sqlite3", clock),
-        long_term=LongTermMemory(InMemoryVectorStore(), BagOfWordsEmbedder(), clock),
-        chat=chat,
-        hippocampus=hippocampus,
-        personas=PersonaRegistry.load(REPO / "personas", "companion"),
-        clock=clock,
-        settings=TurnSettings(hippocampus_timeout_s=600, hippocampus_mode="compact"),
+    settings = app_settings(
+        tmp_path / "data",
+        chat={"model": "smollm2-135m"},
+        hippocampus={"model": "smollm2-135m"},  # embedded: the compact contract
+    )
+    services = build_services(
+        settings,
+        clock=FixedClock(datetime(2026, 12, 1, 20, 0, tzinfo=UTC)),
+        command="test",
+        chat=EmbeddedLlamaChatModel(preset="smollm2-135m", n_ctx=2048, max_tokens=40),
+        hippocampus=EmbeddedLlamaChatModel(preset="smollm2-135m", n_ctx=2048, max_tokens=30),
+        embedder=BagOfWordsEmbedder(),
+        store=InMemoryVectorStore(),
     )
     try:
-        yield engine
+        yield services.engine
     finally:
-        await engine.drain()
-        await chat.aclose()
-        await hippocampus.aclose()
+        await services.aclose()
 
 
 async def reply(engine: TurnEngine, request: TurnRequest) -> tuple[str, str]:

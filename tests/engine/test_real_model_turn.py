@@ -9,19 +9,14 @@ from pathlib import Path
 import pytest
 
 from backend.clock import FixedClock
-from backend.embeddings.local_minilm import LocalMiniLMEmbedder
-from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.services import build_services
+from backend.engine.turn import TurnRequest
 from backend.llm.embedded_llama import EmbeddedLlamaChatModel
-from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Namespace
-from backend.personas import PersonaRegistry
-from backend.sessions.store import SessionStore
-from backend.stores.chroma_store import ChromaVectorStore
+from tests.engine.wiring import app_settings
 from tests.support import require_embedded_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -31,28 +26,27 @@ def anyio_backend() -> str:
 
 async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) -> None:
     require_embedded_model()
-    clock = FixedClock(datetime(2026, 5, 1, 21, 0, tzinfo=UTC))
-    sessions = SessionStore(tmp_path / "sessions.sqlite3", clock)
-    store = ChromaVectorStore.persistent(tmp_path / "chroma")
-    long_term = LongTermMemory(store, LocalMiniLMEmbedder(), clock)
-    # One instance per role, as the app builds them; fixed seeds keep the run repeatable.
-    chat = EmbeddedLlamaChatModel(
-        preset="smollm2-135m", n_ctx=2048, temperature=0.0, max_tokens=48, seed=1
+    settings = app_settings(
+        tmp_path / "data",
+        chat={"model": "smollm2-135m"},
+        hippocampus={"model": "smollm2-135m"},  # embedded: the compact contract
+        memory={"short_term_token_budget": 600},
     )
-    hippocampus = EmbeddedLlamaChatModel(
-        preset="smollm2-135m", n_ctx=4096, temperature=0.0, max_tokens=300, seed=2
-    )
-    engine = TurnEngine(
-        sessions=sessions,
-        long_term=long_term,
-        chat=chat,
-        hippocampus=hippocampus,
-        personas=PersonaRegistry.load(REPO / "personas", "companion"),
-        clock=clock,
-        settings=TurnSettings(
-            token_budget=600, hippocampus_timeout_s=600, hippocampus_mode="compact"
+    # The app's wiring: Chroma in the data directory, MiniLM, SQLite sessions, the outbox.
+    # One model instance per role, as the app builds them; fixed seeds keep the run
+    # repeatable.
+    services = build_services(
+        settings,
+        clock=FixedClock(datetime(2026, 5, 1, 21, 0, tzinfo=UTC)),
+        command="test",
+        chat=EmbeddedLlamaChatModel(
+            preset="smollm2-135m", n_ctx=2048, temperature=0.0, max_tokens=48, seed=1
+        ),
+        hippocampus=EmbeddedLlamaChatModel(
+            preset="smollm2-135m", n_ctx=4096, temperature=0.0, max_tokens=300, seed=2
         ),
     )
+    engine, sessions, store = services.engine, services.sessions, services.store
     messages = [
         "Hi! My name is Lin and I am allergic to peanuts.",
         "My sister Mei lives in Osaka and she is getting married in October.",
@@ -69,8 +63,8 @@ async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) ->
             reports.append(await turn.merged)
     finally:
         await engine.drain()
-        await chat.aclose()
-        await hippocampus.aclose()
+        await services.chat.aclose()
+        await services.hippocampus.aclose()
     assert all(r["reply"]["status"] == "complete" for r in reports)
     # The hippocampus answered with schema-valid JSON at least once...
     assert any(r["hippocampus"]["status"] == "ok" for r in reports), [
@@ -85,5 +79,4 @@ async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) ->
     assert store.count(Namespace("lin", "companion")) == sum(len(r["written"]) for r in reports)
     transcript = sessions.transcript(session_id or "")
     assert [m.role for m in transcript] == ["user", "assistant", "user", "assistant"]
-    store.close()
-    sessions.close()
+    services.close()
