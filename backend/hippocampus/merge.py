@@ -1,4 +1,4 @@
-"""Merge a hippocampus result into the session state (turn.md, "The turn", step 5).
+"""Merge a hippocampus result into the session state (docs/architecture.md, "One turn", step 5).
 
 Pure and deterministic: the same inputs always give the same state.
 
