@@ -2,9 +2,10 @@
 
     python -m bench.prompt_size [--turns 200] [--plot docs/prompt_size.png] [--yscale log]
 
-Runs ``--turns`` turns of one session through a real ``TurnEngine`` (session store in a
-temp dir, long-term memory on the in-memory vector store with the local MiniLM embedder,
-the default persona, the default short-term token budget from ``MemorySettings``). The
+Runs ``--turns`` turns of one session through the app's wiring (``build_services``:
+session store and outbox in a temp dir, long-term memory on the in-memory vector store
+with the local MiniLM embedder, the default persona, the default short-term token budget
+from ``MemorySettings``). The
 chat model is a ``FakeChatModel`` scripted with varied replies of realistic length (two
 to five sentences); user messages are varied too, about one in five states a fact worth
 remembering. Two runs over the same conversation:
@@ -43,7 +44,8 @@ from typing import Any
 from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.embeddings.port import Embedder
-from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.services import build_services
+from backend.engine.turn import TurnRequest
 from backend.hippocampus import (
     ITEM_OVERHEAD_TOKENS,
     SessionMemoryState,
@@ -52,9 +54,7 @@ from backend.hippocampus import (
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS, ITEM_MAX_CHARS
 from backend.llm.fake import FakeChatModel
 from backend.llm.port import LLMUnavailable
-from backend.longterm.memory import LongTermMemory
 from backend.memory.keywords import extract_keywords
-from backend.sessions.store import SessionStore
 from backend.stores.in_memory import InMemoryVectorStore
 from bench._rig import (
     FEELINGS,
@@ -62,10 +62,10 @@ from bench._rig import (
     TextMaker,
     UserLine,
     command_line,
-    load_personas,
     machine_line,
     split_chunks,
 )
+from tests.engine.wiring import fake_settings
 
 USER = "bench-user"
 SEED = 20260502
@@ -141,26 +141,26 @@ class Curve:
 
 
 async def conversation(
-    turns: int, *, fail: bool, seed: int, embedder: Embedder | None, tmp: Path
+    turns: int, *, fail: bool, seed: int, embedder: Embedder, tmp: Path
 ) -> tuple[Curve, list[int], int]:
     """(our curve, the full-history curve, the persona prompt's tokens)."""
-    memory = MemorySettings()
     ids = itertools.count(1)  # deterministic memory ids: ties break the same every run
     clock = FixedClock(datetime(2026, 5, 1, 20, 0, tzinfo=UTC))
-    sessions = SessionStore(tmp / f"sessions-{'fallback' if fail else 'hippocampus'}.db", clock)
-    long_term = LongTermMemory(
-        InMemoryVectorStore(), embedder, clock, gate_policy=memory.gate_policy(),
-        activation=memory.activation_policy(), id_factory=lambda: f"m{next(ids):05d}",
-    )  # fmt: skip
     chat = FakeChatModel("bench-chat")
     hippocampus = FakeChatModel("bench-hippocampus")
-    personas = load_personas()
-    engine = TurnEngine(
-        sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
-        personas=personas, clock=clock,
-        settings=TurnSettings(token_budget=memory.short_term_token_budget,
-                              hippocampus_timeout_s=10.0),
-    )  # fmt: skip
+    # The app's wiring (default memory settings, the repository's personas, the outbox)
+    # with the scripted models, the in-memory vector store and the given embedder.
+    services = build_services(
+        fake_settings(tmp / ("fallback" if fail else "hippocampus"), hippocampus={"timeout": 10.0}),
+        clock=clock,
+        command="bench",
+        chat=chat,
+        hippocampus=hippocampus,
+        embedder=embedder,
+        store=InMemoryVectorStore(),
+        memory_ids=lambda: f"m{next(ids):05d}",
+    )
+    engine, sessions, personas = services.engine, services.sessions, services.personas
     system = personas.default.system_prompt
     maker = TextMaker(seed)
     curve = Curve("ours, fallback" if fail else "ours, hippocampus", [], [])
@@ -202,8 +202,7 @@ async def conversation(
             history += [new, {"role": "assistant", "content": reply}]
             clock.advance(minutes=3)
     finally:
-        await engine.drain()
-        sessions.close()
+        await services.aclose()
     return curve, full, message_tokens([{"role": "system", "content": system}])
 
 

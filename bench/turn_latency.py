@@ -6,14 +6,14 @@
 Real components end to end: two ``ScriptedOpenAIServer``s on loopback (real sockets,
 real SSE), each in a process of its own (a real upstream is elsewhere; in-process its
 threads would compete with the app for the interpreter lock), one answering the chat role
-and one the hippocampus role (one server per
-role, so that each request gets its role's scripted latency however the two concurrent
-requests interleave), reached through ``OpenAICompatChatModel`` (one instance per role,
-as the app wires them); the local MiniLM embedder; a persistent Chroma store in a temp
-dir pre-filled with ``--memories`` memories in the benchmark namespace (a few hundred
-distinct generated sentences embedded for real, the rest perturbed and renormalised
-copies of their vectors with varied text); a ``SessionStore`` in the temp dir; the
-default persona from ``personas/``; memory settings as the app's defaults.
+and one the hippocampus role (one server per role, so that each request gets its role's
+scripted latency however the two concurrent requests interleave), reached through
+``OpenAICompatChatModel`` (one instance per role); the local MiniLM embedder; a
+persistent Chroma store in a temp dir pre-filled with ``--memories`` memories in the
+benchmark namespace (a few hundred distinct generated sentences embedded for real, the
+rest perturbed and renormalised copies of their vectors with varied text); all wired by
+the app's ``build_services`` (a ``SessionStore`` and the outbox in the temp dir, the
+default persona from ``personas/``, memory settings as the app's defaults).
 
 1. TTFT overhead. For ``--repeats`` turns of one session (after ``--warmup`` turns), the
    time from calling ``engine.begin(...)`` to the first text chunk of ``turn.stream()``;
@@ -51,14 +51,12 @@ import numpy as np
 from backend.clock import SystemClock
 from backend.config import MemorySettings
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder
-from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.services import build_services
+from backend.engine.turn import TurnEngine, TurnRequest
 from backend.hippocampus import SessionMemoryState, build_messages, hippocampus_schema
-from backend.llm.openai_compat import OpenAICompatChatModel
-from backend.llm.port import TextDelta
-from backend.longterm.memory import LongTermMemory
+from backend.llm.port import ChatModel, TextDelta
 from backend.memory.keywords import extract_keywords
 from backend.memory.types import Emotion, Memory, Namespace
-from backend.sessions.store import SessionStore
 from backend.stores.chroma_store import ChromaVectorStore
 from bench._rig import (
     FEELINGS,
@@ -70,6 +68,7 @@ from bench._rig import (
     percentile,
     split_chunks,
 )
+from tests.engine.wiring import app_settings
 from tests.llm.scripted_server import Reply
 
 USER = "bench-user"
@@ -236,9 +235,7 @@ async def timed_turn(engine: TurnEngine, text: str, session_id: str | None) -> T
     )
 
 
-async def upstream_stream(
-    model: OpenAICompatChatModel, messages: list[dict[str, Any]]
-) -> tuple[float, float]:
+async def upstream_stream(model: ChatModel, messages: list[dict[str, Any]]) -> tuple[float, float]:
     """(TTFT ms, total ms) of one direct ``stream`` call, consumed to the end."""
     started = time.perf_counter()
     first: float | None = None
@@ -249,7 +246,7 @@ async def upstream_stream(
     return ((first or ended) - started) * 1e3, (ended - started) * 1e3
 
 
-async def upstream_hippocampus(model: OpenAICompatChatModel, text: str, focus: str | None) -> float:
+async def upstream_hippocampus(model: ChatModel, text: str, focus: str | None) -> float:
     messages = build_messages(SessionMemoryState(), text, persona_focus=focus)
     started = time.perf_counter()
     await model.complete(messages, json_schema=hippocampus_schema())
@@ -279,27 +276,19 @@ async def run(args: argparse.Namespace) -> list[str]:
         embed_s, upsert_s = prefill(
             store, embedder, ns, args.memories, args.base_sentences, maker, rng
         )
-        clock = SystemClock()
-        sessions = SessionStore(Path(tmp) / "sessions.sqlite3", clock)
-        long_term = LongTermMemory(
-            store, embedder, clock, gate_policy=memory_settings.gate_policy(),
-            activation=memory_settings.activation_policy(),
-        )  # fmt: skip
         with UpstreamProcess() as main_server, UpstreamProcess() as hippo_server:
-            chat = OpenAICompatChatModel(
-                base_url=main_server.base_url, model="bench-chat", timeout=30.0
+            # The app's wiring: its OpenAI-compatible clients (one per role), sessions and
+            # outbox in the temp dir, default memory settings; the pre-filled store.
+            roles = {
+                "chat": {"base_url": main_server.base_url, "model": "bench-chat"},
+                "hippocampus": {"base_url": hippo_server.base_url, "model": "bench-hippocampus"},
+            }
+            settings = app_settings(
+                Path(tmp) / "data",
+                **{r: {"provider": "openai", "timeout": 30.0, **v} for r, v in roles.items()},
             )
-            hippocampus = OpenAICompatChatModel(
-                base_url=hippo_server.base_url, model="bench-hippocampus", timeout=30.0
-            )
-            engine = TurnEngine(
-                sessions=sessions, long_term=long_term, chat=chat, hippocampus=hippocampus,
-                personas=personas, clock=clock,
-                settings=TurnSettings(
-                    token_budget=memory_settings.short_term_token_budget,
-                    hippocampus_timeout_s=30.0,
-                ),
-            )  # fmt: skip
+            services = build_services(settings, command="bench", embedder=embedder, store=store)
+            engine, chat, hippocampus = services.engine, services.chat, services.hippocampus
             try:
                 stored = store.count(ns)
                 lines += [
@@ -320,18 +309,14 @@ async def run(args: argparse.Namespace) -> list[str]:
                     main_server, hippo_server,
                 )  # fmt: skip
             finally:
-                await engine.drain()
-                await chat.aclose()
-                await hippocampus.aclose()
-                sessions.close()
-                store.close()
+                await services.aclose()
     return lines
 
 
 async def ttft_table(
     args: argparse.Namespace,
     engine: TurnEngine,
-    chat: OpenAICompatChatModel,
+    chat: ChatModel,
     maker: TextMaker,
     main_server: UpstreamProcess,
     hippo_server: UpstreamProcess,
@@ -387,8 +372,8 @@ async def ttft_table(
 async def wall_table(
     args: argparse.Namespace,
     engine: TurnEngine,
-    chat: OpenAICompatChatModel,
-    hippocampus: OpenAICompatChatModel,
+    chat: ChatModel,
+    hippocampus: ChatModel,
     focus: str | None,
     maker: TextMaker,
     main_server: UpstreamProcess,
