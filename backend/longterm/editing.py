@@ -119,11 +119,6 @@ class MemoryEditor:
             self.store.upsert(ns, [gate.reinforce(m, now) for m in memories])
         return len(memories)
 
-    def delete(self, ns: Namespace, memory_id: str) -> bool:
-        """Delete one memory as it is, without splicing its version chain (for that, see
-        ``backend.longterm.versions.VersionChains.delete``)."""
-        return self.store.delete(ns, [memory_id]) > 0
-
     def forget_namespace(self, ns: Namespace) -> int:
         """Drop the namespace: every memory, its vectors and (through the store, when one
         is kept) its lexical index entries. Returns how many memories there were."""

@@ -305,9 +305,9 @@ class LongTermMemory:
         return self._editor.get(ns, memory_id)
 
     def delete(self, ns: Namespace, memory_id: str) -> bool:
-        """Delete one memory as it is (its version chain is not spliced; see
-        ``delete_memories``)."""
-        return self._editor.delete(ns, memory_id)
+        """Delete one memory, splicing its version chain (``delete_memories``): deleting a
+        fact's newest version makes the one before it live again."""
+        return self.delete_memories(ns, [memory_id]) > 0
 
     def delete_memories(self, ns: Namespace, ids: Iterable[str]) -> int:
         """Delete memories, splicing their version chains around them (an older version

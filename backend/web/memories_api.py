@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
@@ -79,12 +79,6 @@ def store_errors() -> Iterator[None]:
 def namespace(services: Services, user: str, persona_id: str) -> Namespace:
     """The caller's namespace with this persona; 404 for an unknown persona."""
     return Namespace(user, persona_or_404(services, persona_id).id)
-
-
-def delete_memories(long_term: LongTermMemory, ns: Namespace, ids: Iterable[str]) -> int:
-    """Delete memories of ``ns``, splicing their version chains; returns how many existed
-    (``LongTermMemory.delete_memories``; kept here for the UI and the sessions API)."""
-    return long_term.delete_memories(ns, ids)
 
 
 def _page(

@@ -27,7 +27,7 @@ from backend.memory.types import Namespace
 from backend.sessions.store import Session, SessionNotFound
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError
-from backend.web.memories_api import MAX_OFFSET, delete_memories, store_errors
+from backend.web.memories_api import MAX_OFFSET, store_errors
 from backend.web.schemas import (
     ERROR_RESPONSES,
     MessageOut,
@@ -122,7 +122,7 @@ def delete_session(
         long_term = services.long_term
         with store_errors():
             created = [m.id for m in long_term.store.iter_all(ns) if m.source_session == session.id]
-            forgotten = delete_memories(long_term, ns, created)
+            forgotten = long_term.delete_memories(ns, created)
     if not services.sessions.delete_session(session.id, user):
         raise _not_found()
     log.info("session %s deleted (%d memories forgotten)", session.id, forgotten)

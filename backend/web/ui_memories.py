@@ -26,7 +26,6 @@ from backend.engine.services import Services
 from backend.memory.decay import memory_strength
 from backend.memory.types import CATEGORIES, Memory, Namespace
 from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
-from backend.web.memories_api import delete_memories
 from backend.web.ui_support import UiError, UiReader, UiWriter, render, services_of
 
 log = logging.getLogger(__name__)
@@ -295,7 +294,7 @@ async def delete_memory(
     services = services_of(request)
     ns = _namespace(services, auth.user, persona_id)
     with _store_errors():
-        await asyncio.to_thread(delete_memories, services.long_term, ns, [memory_id])
+        await asyncio.to_thread(services.long_term.delete_memories, ns, [memory_id])
     log.info("ui: memory %s deleted in %s", memory_id, ns.key)
     return Response("", headers={"HX-Trigger": "memories-changed"})
 

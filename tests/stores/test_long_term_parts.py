@@ -74,6 +74,18 @@ def test_deleting_the_newest_versions_makes_the_oldest_live_again() -> None:
     assert old in [m.id for m in ltm.activate(NS, "where does the user live").memories]
 
 
+def test_deleting_one_memory_splices_its_chain_too() -> None:
+    """``delete`` (MCP's ``memory_forget``) is the one-id form of ``delete_memories``:
+    forgetting a fact's newest version brings the one before it back into recall."""
+    ltm = memory()
+    old, middle, new = chain_of_three(ltm)
+    assert ltm.delete(NS, new)
+    assert not ltm.delete(NS, new)
+    revived = ltm.get(NS, middle)
+    assert revived is not None and revived.superseded_by is None
+    assert [m.id for m in ltm.version_chain(NS, old)] == [old, middle]
+
+
 def test_deleting_unknown_or_foreign_ids_deletes_nothing() -> None:
     ltm = memory()
     [mine] = chain_of_three(ltm)[-1:]
