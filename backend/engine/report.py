@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.longterm.memory import Activation, WriteOutcome
-from backend.memory.scoring import ScoreExplanation
+from backend.memory.explain import ScoreExplanation
 from backend.memory.types import Emotion, Memory, ScoredMemory
 
 

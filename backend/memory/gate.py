@@ -15,7 +15,7 @@ Order of the rules, and why:
 3. the same fact as a memory recalled this turn, or as a candidate of this same turn
    already written (``siblings``) → ``reinforce <id>`` (the re-extraction feedback loop,
    and one fact said twice in one answer). "Same fact" is retrieval's restatement test
-   (``hybrid.fact_similarities``: IDF-weighted token cosine, keyword cosine, and the
+   (``restatements.fact_similarities``: IDF-weighted token cosine, keyword cosine, and the
    vector cosine from ``duplicate_cosine`` on, as retrieval counts it) at
    ``policy.same_fact``, or ``echo_cosine`` on the vectors alone;
 4. within ``duplicate_cosine`` of a stored neighbour, or the same fact as one (the test
@@ -43,8 +43,9 @@ import numpy as np
 
 from backend.memory.contradiction import contradicts
 from backend.memory.grounding import content_tokens, specifics
-from backend.memory.hybrid import CorpusStats, fact_similarities, memory_tokens
+from backend.memory.hybrid import CorpusStats, memory_tokens
 from backend.memory.keywords import extract_keywords
+from backend.memory.restatements import fact_similarities
 from backend.memory.scoring import cosine
 from backend.memory.types import Candidate, GatePolicy, Memory
 
@@ -156,7 +157,7 @@ def same_fact(
     cosine_min: float = 0.0,
 ) -> tuple[Memory, float] | None:
     """The live memory of ``memories`` that states the candidate's fact, with its
-    similarity (``hybrid.fact_similarities``, IDF over ``memories`` and ``context``, the
+    similarity (``restatements.fact_similarities``, IDF over ``memories`` and ``context``, the
     vector cosine counted from ``cosine_min``; 1 when every content word of the candidate
     is already in the memory), or ``None`` below ``threshold`` or when the candidate adds
     detail. Ties go to the lowest id."""

@@ -1,4 +1,4 @@
-"""Hybrid scoring: cosine + BM25 lexical relevance + importance, and restatement collapse.
+"""Hybrid scoring: cosine + BM25 lexical relevance + importance.
 
 The ``limbic`` rule (``backend.memory.scoring``) is pinned by a golden fixture and stays as
 it is. This module is the app's default ranking (``RetrievalPolicy.mode == "hybrid"``);
@@ -28,7 +28,7 @@ final     = clamp01(base + w_cos * max(0, cosine) / total)
   Chinese text near-random cosines; the share of CJK letters in the query moves that much
   of the cosine weight to the lexical channel (``cjk_cosine`` = 0). With a multilingual
   embedder set ``cjk_cosine`` = 1 and nothing moves.
-- **Restatements** (:func:`fact_similarity`, :func:`collapse_restatements`): two memories
+- **Restatements** (``backend.memory.restatements``): two memories
   state one fact when their cosine (ignored for two CJK texts under the same trust rule)
   or their IDF-weighted token cosine reaches ``same_fact``. Walking the ranking, a memory
   that restates a better-scored one is dropped before GIST runs, so GIST spends its
@@ -37,7 +37,7 @@ final     = clamp01(base + w_cos * max(0, cosine) / total)
 The breakdown keeps the UI's channels: ``relevance`` is the lexical (BM25) channel,
 ``cosine`` the raw cosine (``None`` when MISSING), ``recency`` and ``emotion`` their raw
 values even at weight 0 (shown, not weighted), ``base`` the score without the cosine
-term, ``final`` the whole score. :func:`explain_hybrid` splits ``final`` into each
+term, ``final`` the whole score. ``backend.memory.explain`` splits ``final`` into each
 channel's weighted share (a channel of weight 0 is "unused").
 
 Pure: no I/O, no clock, no randomness; never raises for data (a bad vector is MISSING).
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -61,7 +61,7 @@ from backend.memory.keywords import (
     keyword_set,
     stored_keyword_tokens,
 )
-from backend.memory.scoring import ScoreExplanation, _pool_cosines, emotion_score, explain, recency
+from backend.memory.scoring import _pool_cosines, emotion_score, recency
 from backend.memory.types import (
     HybridWeights,
     Memory,
@@ -75,17 +75,14 @@ __all__ = [
     "CorpusStats",
     "bm25",
     "cjk_share",
-    "collapse_restatements",
     "cosine_trust",
-    "explain_hybrid",
-    "fact_similarities",
-    "fact_similarity",
     "fold",
     "lexical_relevance",
     "lexical_tokens",
     "memory_tokens",
     "relevance_evidence",
     "score_hybrid",
+    "weight_total",
 ]
 
 DEFAULT_HYBRID = HybridWeights()
@@ -241,7 +238,7 @@ def lexical_relevance(
 # --- scoring ------------------------------------------------------------------------
 
 
-def _weight_total(w: HybridWeights) -> float:
+def weight_total(w: HybridWeights) -> float:
     total = w.cosine + w.relevance + w.importance + w.recency + w.emotion
     return total if total > 0 else 1.0
 
@@ -270,7 +267,7 @@ def score_hybrid(
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
     cosines = _pool_cosines(query_vector, pool)
     trust = cosine_trust(query_text, w)
-    total = _weight_total(w)
+    total = weight_total(w)
     scored = []
     for memory, tokens, cos in zip(pool, docs, cosines, strict=True):
         t = trust if cos is not None else 0.0
@@ -299,32 +296,6 @@ def score_hybrid(
     return scored
 
 
-def explain_hybrid(
-    score: ScoreBreakdown, trust: float, weights: HybridWeights = DEFAULT_HYBRID
-) -> ScoreExplanation:
-    """Each channel's share of a hybrid ``final`` (module doc): ``w_cos * max(0, cosine)``,
-    ``w_rel * relevance`` and ``w.channel * channel``, all over the sum of the weights.
-
-    ``trust`` is the query's :func:`cosine_trust` (the memory's own is 0 when its cosine is
-    MISSING: the whole cosine weight then counts on the lexical channel). A channel of
-    weight 0 (recency and emotion by default) is unused.
-    """
-    w = weights
-    t = trust if score.cosine is not None else 0.0
-    total = _weight_total(w)
-    return explain(
-        "hybrid",
-        score,
-        {
-            "cosine": t * w.cosine / total,
-            "relevance": (w.relevance + (1.0 - t) * w.cosine) / total,
-            "importance": w.importance / total,
-            "recency": w.recency / total,
-            "emotion": w.emotion / total,
-        },
-    )
-
-
 def relevance_evidence(
     score: ScoreBreakdown, trust: float, weights: HybridWeights = DEFAULT_HYBRID
 ) -> float:
@@ -338,134 +309,3 @@ def relevance_evidence(
         return 0.0
     w_rel = w.relevance + (1.0 - t) * w.cosine
     return clamp01((t * w.cosine * cos + w_rel * score.relevance) / denominator)
-
-
-# --- restatements -------------------------------------------------------------------
-
-
-def _unit_rows(memories: Sequence[Memory]) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors of the memories (zero rows where MISSING or of another dimension)."""
-    dims = Counter(
-        np.shape(m.embedding)[0]
-        for m in memories
-        if m.embedding is not None and np.ndim(m.embedding) == 1
-    )
-    ok = np.zeros(len(memories), dtype=bool)
-    if not dims:
-        return np.zeros((len(memories), 1)), ok
-    dim = dims.most_common(1)[0][0]
-    rows = np.zeros((len(memories), dim))
-    for i, memory in enumerate(memories):
-        vector = memory.embedding
-        if vector is not None and np.ndim(vector) == 1 and np.shape(vector)[0] == dim:
-            try:
-                rows[i] = np.asarray(vector, dtype=np.float64)
-            except (TypeError, ValueError):
-                continue
-            ok[i] = True
-    with np.errstate(all="ignore"):
-        norms = np.linalg.norm(rows, axis=1)
-    ok &= np.isfinite(norms) & (norms > 0)
-    rows[~ok] = 0.0
-    rows[ok] /= norms[ok, None]
-    return rows, ok
-
-
-def _token_cosines(
-    doc_sets: Sequence[Sequence[frozenset[str]]], corpus: CorpusStats
-) -> list[np.ndarray]:
-    """For each list of token sets: the pairwise cosine of IDF-weighted binary vectors."""
-    vocab: dict[str, int] = {}
-    for docs in doc_sets:
-        for tokens in docs:
-            for token in tokens:
-                if token not in vocab:
-                    vocab[token] = len(vocab)
-    idf = np.array([corpus.idf(token) for token in vocab], dtype=np.float32)
-    out = []
-    for docs in doc_sets:
-        # float32: small float64 products hit OpenBLAS's threading overhead (10-50x
-        # slower on a busy 2-core machine); a similarity needs no more precision.
-        matrix = np.zeros((len(docs), max(1, len(vocab))), dtype=np.float32)
-        rows = [i for i, tokens in enumerate(docs) for _ in tokens]
-        cols = [vocab[token] for tokens in docs for token in tokens]
-        if cols:
-            matrix[rows, cols] = idf[cols]
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-        out.append((matrix @ matrix.T).astype(np.float64))
-    return out
-
-
-def fact_similarity(
-    memories: Sequence[Memory],
-    stats: CorpusStats | None = None,
-    weights: HybridWeights = DEFAULT_HYBRID,
-) -> np.ndarray:
-    """Pairwise "same fact" similarity in [0, 1], diagonal 1: the largest of
-
-    - the vector cosine (of two CJK memories only ``cjk_cosine`` of it, see
-      :func:`cosine_trust`; nothing when a vector is missing);
-    - the cosine of their IDF-weighted token sets (:func:`memory_tokens`);
-    - the same over their stored keywords alone: the extractor labels restatements of
-      one fact with much the same keywords, whatever the wording.
-    """
-    return fact_similarities(memories, stats, weights)[0]
-
-
-def fact_similarities(
-    memories: Sequence[Memory],
-    stats: CorpusStats | None = None,
-    weights: HybridWeights = DEFAULT_HYBRID,
-    *,
-    cosine_min: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`fact_similarity`, and the same with the vector cosine counted only where it
-    reaches ``cosine_min`` (the restatement test of retrieval: in conversation, turns on
-    one subject sit at MiniLM cosine 0.6-0.85 without restating one fact, while the
-    lexical channels tell restatements apart; docs/benchmarks.md, "LoCoMo")."""
-    n = len(memories)
-    if n == 0:
-        return np.zeros((0, 0)), np.zeros((0, 0))
-    docs = [memory_tokens(m) for m in memories]
-    keyword_docs = [lexical_tokens("", m.keywords) for m in memories]
-    corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
-    by_tokens, by_keywords = _token_cosines([docs, keyword_docs], corpus)
-    lexical = np.maximum(by_tokens, by_keywords)
-    similarity, same = lexical, lexical
-    rows, ok = _unit_rows(memories)
-    if ok.sum() >= 2:
-        unit = rows.astype(np.float32)
-        cos = (unit @ unit.T).astype(np.float64)
-        cjk = np.array([is_cjk(m.content) for m in memories])
-        both = np.outer(cjk, cjk)
-        cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)
-        cos[~ok, :] = 0.0
-        cos[:, ~ok] = 0.0
-        similarity = np.maximum(lexical, cos)
-        same = np.maximum(lexical, np.where(cos >= cosine_min, cos, 0.0))
-    similarity = np.clip(similarity, 0.0, 1.0)
-    same = np.clip(same, 0.0, 1.0)
-    np.fill_diagonal(similarity, 1.0)
-    np.fill_diagonal(same, 1.0)
-    return similarity, same
-
-
-def collapse_restatements(
-    similarity: np.ndarray, threshold: float, limit: int | None = None
-) -> list[int]:
-    """Indices (in rank order) of the rows that restate no better-ranked kept row.
-
-    Rows are assumed sorted best first. A row whose similarity to a kept row is
-    ``>= threshold`` is dropped; ``threshold > 1`` keeps everything. Stops after
-    ``limit`` kept rows when given.
-    """
-    kept: list[int] = []
-    n = len(similarity)
-    for i in range(n):
-        if kept and float(np.max(similarity[i, kept])) >= threshold:
-            continue
-        kept.append(i)
-        if limit is not None and len(kept) >= limit:
-            break
-    return kept

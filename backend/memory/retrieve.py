@@ -21,17 +21,11 @@ from datetime import datetime
 
 import numpy as np
 
+from backend.memory.explain import ScoreExplanation, explain_hybrid, explain_limbic
 from backend.memory.gist import GistResult, distance_matrix, gist_select
-from backend.memory.hybrid import (
-    CorpusStats,
-    collapse_restatements,
-    cosine_trust,
-    explain_hybrid,
-    fact_similarities,
-    relevance_evidence,
-    score_hybrid,
-)
-from backend.memory.scoring import ScoreExplanation, explain_limbic, score_pool
+from backend.memory.hybrid import CorpusStats, cosine_trust, relevance_evidence, score_hybrid
+from backend.memory.restatements import collapse_restatements, fact_similarities
+from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 
 # hybrid: only the DIVERSITY_WINDOW * k best-scored candidates enter the restatement

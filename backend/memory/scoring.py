@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -35,16 +34,11 @@ from backend.memory.types import (
 )
 
 __all__ = [
-    "CHANNELS",
     "DEFAULT_WEIGHTS",
     "EMOTION_FAMILIES",
-    "Contribution",
-    "ScoreExplanation",
     "cosine",
     "emotion_family",
     "emotion_score",
-    "explain",
-    "explain_limbic",
     "memory_keyword_set",
     "recency",
     "relevance",
@@ -307,93 +301,6 @@ def score_memory(
         target_emotion=target_emotion,
         weights=weights,
         memory_keywords=memory_keywords,
-    )
-
-
-# --- explanation: each channel's weighted share of the final score -------------------
-
-CHANNELS = ("recency", "importance", "relevance", "emotion", "cosine")
-
-
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """One channel's part in a memory's final score, under the mode that scored it.
-
-    ``value`` is the raw channel value (the breakdown's; ``None``: a MISSING cosine),
-    ``weight`` the factor the mode applied to it for this memory (normalisation and, in
-    the limbic mode, the base's 0.7 included), ``share = weight * value`` (the cosine:
-    ``weight * max(0, value)``), or ``None`` when the channel is missing or unused.
-    """
-
-    channel: str
-    value: float | None
-    weight: float
-    share: float | None
-
-    @property
-    def missing(self) -> bool:
-        return self.value is None
-
-    @property
-    def unused(self) -> bool:
-        """The mode gives this channel no weight here (e.g. recency in ``hybrid``)."""
-        return self.value is not None and self.weight == 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreExplanation:
-    """Why a memory scored what it did: ``sum(shares) + remainder == final``.
-
-    ``remainder`` is what clamping the score to [0, 1] took off (0 unless the weights
-    add up to more than 1).
-    """
-
-    mode: str
-    channels: tuple[Contribution, ...]
-    final: float
-    remainder: float
-
-    def share(self, channel: str) -> float | None:
-        return next(c.share for c in self.channels if c.channel == channel)
-
-    @property
-    def unused(self) -> tuple[str, ...]:
-        return tuple(c.channel for c in self.channels if c.unused)
-
-
-def explain(mode: str, score: ScoreBreakdown, weights: Mapping[str, float]) -> ScoreExplanation:
-    """A :class:`ScoreExplanation` of ``score`` from each channel's effective weight."""
-    channels = []
-    for channel in CHANNELS:
-        value = getattr(score, channel)
-        weight = float(weights.get(channel, 0.0)) if value is not None else 0.0
-        if value is None or weight == 0.0:
-            share = None
-        else:
-            share = weight * (max(0.0, value) if channel == "cosine" else value)
-        channels.append(Contribution(channel, value, weight, share))
-    total = sum(c.share for c in channels if c.share is not None)
-    return ScoreExplanation(mode, tuple(channels), score.final, score.final - total)
-
-
-def explain_limbic(
-    score: ScoreBreakdown, weights: ScoreWeights = DEFAULT_WEIGHTS
-) -> ScoreExplanation:
-    """The limbic mode's shares: ``w.base * w.channel * channel`` for the four base
-    channels and ``w.cosine * max(0, cosine)``; with a MISSING cosine ``final = base``,
-    so the base channels count in full."""
-    w = weights
-    scale = 1.0 if score.cosine is None else w.base
-    return explain(
-        "limbic",
-        score,
-        {
-            "recency": scale * w.recency,
-            "importance": scale * w.importance,
-            "relevance": scale * w.relevance,
-            "emotion": scale * w.emotion,
-            "cosine": w.cosine,
-        },
     )
 
 

@@ -196,7 +196,7 @@ class RetrievalPolicy:
     # ``hybrid`` (cosine + BM25 lexical + importance) and collapses restatements first.
     mode: Literal["limbic", "hybrid"] = "limbic"
     hybrid: HybridWeights = HybridWeights()
-    # hybrid: two memories at least this similar (``hybrid.fact_similarity``) state one
+    # hybrid: two memories at least this similar (``restatements.fact_similarity``) state one
     # fact; only the better-scored one stays a candidate for GIST.
     same_fact: float = 0.6
     # ... where the vector cosine counts only from this value (the save gate's
@@ -216,7 +216,7 @@ class GatePolicy:
     min_confidence: float = 0.6  # limbic's gate
     echo_cosine: float = 0.9  # re-extraction of a fact recalled this turn
     duplicate_cosine: float = 0.92  # near-duplicate of a stored memory (configurable)
-    # The "same fact" test (``hybrid.fact_similarity``) for the echo guard and within-turn
+    # The "same fact" test (``restatements.fact_similarity``) for the echo guard and within-turn
     # deduplication: stricter than retrieval's collapse, since a wrong merge on write
     # loses a fact for good where one on read only hides it for a turn.
     same_fact: float = 0.8

@@ -11,10 +11,7 @@ from backend.memory.hybrid import (
     CorpusStats,
     bm25,
     cjk_share,
-    collapse_restatements,
     cosine_trust,
-    fact_similarities,
-    fact_similarity,
     fold,
     lexical_relevance,
     lexical_tokens,
@@ -22,6 +19,7 @@ from backend.memory.hybrid import (
     relevance_evidence,
     score_hybrid,
 )
+from backend.memory.restatements import collapse_restatements, fact_similarities, fact_similarity
 from backend.memory.types import Emotion, HybridWeights, ScoreBreakdown
 
 from .helpers import NOW, memory, unit
@@ -268,7 +266,7 @@ def test_idf_is_never_negative() -> None:
 
 
 def test_explain_hybrid_shares_sum_to_final_and_mark_unused_channels() -> None:
-    from backend.memory.hybrid import explain_hybrid
+    from backend.memory.explain import explain_hybrid
 
     pool = [
         memory("a", "The user's dog Pepper likes the beach", importance=0.8, vector=unit(1, 1)),
@@ -295,7 +293,7 @@ def test_explain_hybrid_shares_sum_to_final_and_mark_unused_channels() -> None:
 
 
 def test_explain_hybrid_missing_cosine_and_untrusted_cjk_cosine() -> None:
-    from backend.memory.hybrid import explain_hybrid
+    from backend.memory.explain import explain_hybrid
 
     no_vector = memory("n", "我的狗叫胡椒", importance=0.5)
     with_vector = memory("v", "我的狗叫胡椒", importance=0.5, vector=unit(1, 0))
@@ -319,7 +317,7 @@ def test_explain_hybrid_missing_cosine_and_untrusted_cjk_cosine() -> None:
 
 
 def test_explain_hybrid_weighs_recency_when_configured() -> None:
-    from backend.memory.hybrid import explain_hybrid
+    from backend.memory.explain import explain_hybrid
 
     w = HybridWeights(recency=0.2)
     ranked = score_hybrid(
