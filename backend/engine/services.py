@@ -56,9 +56,7 @@ class Services:
 
     settings: Settings
     engine: TurnEngine
-    # The vector store itself, under the long-term memory's wrappers: health and repair
-    # state ask it, and it is closed here.
-    store: VectorStore
+    store: VectorStore  # under the long-term memory's wrappers: for health, and closed here
     # The data directory's owner lock (backend.data_dir_lock), held until close(); None
     # when the stores are shared by design (cluster).
     lock: DataDirLock | None = None
@@ -313,8 +311,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
 
 def hippocampus_mode(settings: Settings) -> Literal["full", "compact"]:
     """``hippocampus.mode``; ``auto``: compact for an embedded (small local) model, the
-    full contract
-    (docs/memory-formation.md) for a remote provider."""
+    full contract (docs/memory-formation.md) for a remote provider."""
     role = settings.hippocampus
     if role.mode != "auto":
         return role.mode
