@@ -2,9 +2,9 @@
 
 Failure policy, from the outside in:
 
-- the JSON object is taken from a dict, from text that is JSON, from a fenced block, from
-  the first ``{`` to the last ``}``, or from the first position where a JSON object
-  decodes; ``HippocampusParseError`` is raised only when no object with at least one of
+- the JSON object is taken from a dict, or found in the text (``extract``: JSON, a
+  fenced block, the first ``{`` to the last ``}``, the first position where an object
+  decodes); ``HippocampusParseError`` is raised only when no object with at least one of
   the expected fields can be found (the caller then applies the failure fallback:
   ``merge(previous, None, ...)``);
 - each field and each item is validated on its own (pydantic at this boundary): a bad
@@ -25,7 +25,6 @@ Pure: no I/O, no clock, no logging of message text.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -33,6 +32,12 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
+from backend.hippocampus.extract import (
+    EXPECTED_FIELDS,
+    MAX_SCAN_POSITIONS,
+    as_result_object,
+    extract_object,
+)
 from backend.hippocampus.schema import (
     KEYWORD_MAX_CHARS,
     KEYWORDS_MAX_ITEMS,
@@ -47,10 +52,17 @@ from backend.hippocampus.state import HippocampusResult, Role, SessionMemoryStat
 from backend.memory.emotions import NO_FEELING_LABELS, canonical_emotion
 from backend.memory.types import Candidate, Emotion, clamp01, normalise_subject
 
-EXPECTED_FIELDS = frozenset({"background", "short_term", "long_term", "user_emotion"})
-# How many ``{`` positions the last-resort scan tries before giving up (bounds the work
-# on a long garbage answer).
-MAX_SCAN_POSITIONS = 64
+# EXPECTED_FIELDS, MAX_SCAN_POSITIONS and extract_object live in ``extract``; importable here.
+__all__ = [
+    "DEFAULT_SCORE",
+    "EXPECTED_FIELDS",
+    "MAX_SCAN_POSITIONS",
+    "HippocampusParseError",
+    "clean_text",
+    "extract_object",
+    "parse_result",
+]
+
 DEFAULT_SCORE = 0.5  # Candidate's default importance/confidence, and an emotion's intensity
 
 _ROLE_SYNONYMS: dict[str, Role] = {
@@ -63,7 +75,6 @@ _ROLE_SYNONYMS: dict[str, Role] = {
     "companion": "assistant",
     "persona": "assistant",
 }
-_FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.DOTALL)
 _KEYWORD_SPLIT = re.compile(r"[,;，；、]")
 
 
@@ -320,61 +331,6 @@ def _background(value: Any, previous: SessionMemoryState, dropped: list[str]) ->
     return text
 
 
-# --- finding the object --------------------------------------------------------------
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _as_result_object(value: Any) -> dict[str, Any] | None:
-    """The hippocampus object in a decoded value: the dict itself, one level of
-    wrapping (``{"result": {...}}``), or the first such dict in a list."""
-    if isinstance(value, list):
-        for element in value:
-            found = _as_result_object(element) if isinstance(element, dict) else None
-            if found is not None:
-                return found
-        return None
-    if not isinstance(value, dict):
-        return None
-    if EXPECTED_FIELDS & value.keys():
-        return value
-    for inner in value.values():
-        if isinstance(inner, dict) and EXPECTED_FIELDS & inner.keys():
-            return inner
-    return None
-
-
-def extract_object(raw: str) -> dict[str, Any] | None:
-    """The hippocampus JSON object in a model's text answer, or ``None``."""
-    text = raw.strip().lstrip("\ufeff")
-    candidates = [text]
-    candidates += [match.group(1).strip() for match in _FENCE.finditer(text)]
-    first, last = text.find("{"), text.rfind("}")
-    if first != -1 and last > first:
-        candidates.append(text[first : last + 1])
-    for candidate in candidates:
-        found = _as_result_object(_loads(candidate))
-        if found is not None:
-            return found
-    decoder = json.JSONDecoder()
-    for count, match in enumerate(re.finditer(r"\{", text)):
-        if count >= MAX_SCAN_POSITIONS:
-            break
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except (ValueError, RecursionError):
-            continue
-        found = _as_result_object(value)
-        if found is not None:
-            return found
-    return None
-
-
 def parse_result(raw: str | Mapping[str, Any], previous: SessionMemoryState) -> HippocampusResult:
     """Validate a hippocampus answer (text or an already decoded dict) into a result.
 
@@ -384,7 +340,7 @@ def parse_result(raw: str | Mapping[str, Any], previous: SessionMemoryState) -> 
     if isinstance(raw, str):
         data = extract_object(raw)
     elif isinstance(raw, Mapping):
-        data = _as_result_object(dict(raw))
+        data = as_result_object(dict(raw))
     else:
         raise HippocampusParseError(f"expected text or a dict, got {type(raw).__name__}")
     if data is None:
