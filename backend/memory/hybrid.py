@@ -61,7 +61,7 @@ from backend.memory.keywords import (
     keyword_set,
     stored_keyword_tokens,
 )
-from backend.memory.scoring import _pool_cosines, emotion_score, recency
+from backend.memory.scoring import emotion_score, pool_cosines, recency
 from backend.memory.types import (
     HybridWeights,
     Memory,
@@ -265,7 +265,7 @@ def score_hybrid(
     q_tokens = lexical_tokens(query_text)
     docs = [memory_tokens(m) for m in pool]
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
-    cosines = _pool_cosines(query_vector, pool)
+    cosines = pool_cosines(query_vector, pool)
     trust = cosine_trust(query_text, w)
     total = weight_total(w)
     scored = []

@@ -40,6 +40,7 @@ __all__ = [
     "emotion_family",
     "emotion_score",
     "memory_keyword_set",
+    "pool_cosines",
     "recency",
     "relevance",
     "score_memory",
@@ -304,9 +305,7 @@ def score_memory(
     )
 
 
-def _pool_cosines(
-    query_vector: np.ndarray | None, memories: Sequence[Memory]
-) -> list[float | None]:
+def pool_cosines(query_vector: np.ndarray | None, memories: Sequence[Memory]) -> list[float | None]:
     """:func:`cosine` of the query against every memory, vectorised with numpy.
 
     Same definition as the scalar one (float64, same MISSING cases); values agree with it
@@ -364,7 +363,7 @@ def score_pool(
     else:
         q = frozenset(query_keywords)
     pool = list(memories)
-    cosines = _pool_cosines(query_vector, pool)
+    cosines = pool_cosines(query_vector, pool)
     scored = [
         ScoredMemory(
             memory=memory,

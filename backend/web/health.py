@@ -93,7 +93,9 @@ def _repair_state(store: object) -> dict[str, Any]:
     return {}
 
 
-def _check(services: Services) -> dict[str, Any]:
+def check_dependencies(services: Services) -> dict[str, Any]:
+    """Each dependency's state (the stores, the embedder, the models), for /healthz and the
+    status page."""
     deps: dict[str, Any] = {}
     started = time.perf_counter()
     try:
@@ -120,7 +122,7 @@ def _check(services: Services) -> dict[str, Any]:
 
 @router.get("/healthz")
 async def healthz(services: ServicesDep, response: Response) -> dict[str, Any]:
-    deps = await asyncio.to_thread(_check, services)
+    deps = await asyncio.to_thread(check_dependencies, services)
     essential = deps["vector_store"]["ok"] and deps["session_db"]["ok"]
     status = (
         "ok" if essential and all(deps[r]["ok"] for r in ("chat", "hippocampus")) else "degraded"

@@ -150,7 +150,7 @@ def _roles(services: Services) -> list[dict[str, Any]]:
 @router.get("/status", response_class=HTMLResponse)
 async def status_page(request: Request, auth: UiReader) -> Response:
     services = services_of(request)
-    checks = await asyncio.to_thread(health._check, services)
+    checks = await asyncio.to_thread(health.check_dependencies, services)
     dependencies = [
         {"name": "Session database", **checks["session_db"]},
         {"name": "Long-term memory store", **checks["vector_store"]},
