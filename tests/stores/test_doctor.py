@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backend.cli import doctor
+from backend.cli import doctor, doctor_repair
 from backend.clock import SystemClock
 from backend.config import Settings, load_settings
 from backend.data_dir_lock import acquire_data_dir
@@ -62,7 +62,7 @@ def store_check(report: dict[str, Any]) -> dict[str, Any]:
 def embedder(monkeypatch: pytest.MonkeyPatch) -> BagOfWordsEmbedder:
     """The embedder doctor's repair uses (the same one that made the seeded vectors)."""
     fake = BagOfWordsEmbedder()
-    monkeypatch.setattr(doctor, "_embedder", lambda settings: fake)
+    monkeypatch.setattr(doctor_repair, "_embedder", lambda settings: fake)
     return fake
 
 
@@ -149,7 +149,7 @@ def test_a_repair_without_an_embedder_stores_the_lost_vectors_for_backfill(
     def no_embedder(settings: Settings) -> Any:
         raise RuntimeError("the model files are missing")
 
-    monkeypatch.setattr(doctor, "_embedder", no_embedder)
+    monkeypatch.setattr(doctor_repair, "_embedder", no_embedder)
     break_on_disk(data / "chroma", lose_vectors=["m004"])
     settings = settings_for(tmp_path)
     code, report = run(settings, repair=True)
