@@ -153,7 +153,7 @@ def test_a_second_process_writing_the_directory_no_longer_fails_reads(
         with pytest.raises(InternalError, match="Error finding id"):  # the measured failure
             raw_vec_get(store, [m.id for m in intruders])
 
-        caplog.set_level(logging.WARNING, "backend.stores.chroma_store")
+        caplog.set_level(logging.WARNING, "backend.stores.chroma_reads")
         listed = store.list(NS, limit=100)
         assert [m.id for m in listed] == [f"m{i:03d}" for i in (*range(6), *range(40, 44))]
         by_id = {m.id: m for m in listed}
