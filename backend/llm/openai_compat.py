@@ -14,11 +14,9 @@ a downgraded request succeeds:
   ``{"type": "json_object"}`` plus the schema in the system prompt, else the schema in the
   system prompt only.
 
-A call's ``Sampling`` is sent as it is, only the fields that are set: ``stop``, ``seed``,
-``top_p``, ``frequency_penalty``, ``presence_penalty`` and ``logit_bias`` as the OpenAI
-parameters of those names, ``top_k`` and ``min_p`` (not OpenAI's) as top-level fields of
-the JSON body through the SDK's ``extra_body``, where vLLM, llama.cpp's server, Ollama
-and LM Studio read them. A server that rejects one answers 400: an ``LLMBadRequest``.
+A call's ``Sampling`` is sent as it is, only the fields that are set (how, and the schema
+in the prompt: ``backend.llm.openai_request``). A server that rejects one answers 400:
+an ``LLMBadRequest``.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from backend.llm.openai_request import sampling_params, schema_name, with_instruction
 from backend.llm.port import (
     Delta,
     Finish,
@@ -54,6 +53,8 @@ from backend.llm.port import (
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["NO_KEY_PLACEHOLDER", "JsonMode", "OpenAICompatChatModel", "sampling_params"]
+
 JsonMode = Literal["json_schema", "json_object", "prompt"]
 _DOWNGRADE: dict[JsonMode, JsonMode] = {"json_schema": "json_object", "json_object": "prompt"}
 
@@ -62,11 +63,6 @@ _DOWNGRADE: dict[JsonMode, JsonMode] = {"json_schema": "json_object", "json_obje
 # explicitly also stops the SDK from picking up OPENAI_API_KEY from the environment and
 # sending a real key to a server that was never meant to get it.
 NO_KEY_PLACEHOLDER = "no-key"
-
-# Sampling fields that are OpenAI parameters (sent as SDK arguments), and those that are
-# not (sent in extra_body, so they land top-level in the JSON body).
-_OPENAI_SAMPLING = ("seed", "top_p", "frequency_penalty", "presence_penalty")
-_EXTRA_SAMPLING = ("top_k", "min_p")
 
 # Statuses on which a server tells us it does not understand a parameter.
 _REJECTED_PARAMETER = (400, 422)
@@ -301,12 +297,12 @@ class OpenAICompatChatModel(StreamingChatModel):
             if json_mode == "json_schema":
                 params["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": _schema_name(json_schema), "schema": dict(json_schema)},
+                    "json_schema": {"name": schema_name(json_schema), "schema": dict(json_schema)},
                 }
             else:
                 if json_mode == "json_object":
                     params["response_format"] = {"type": "json_object"}
-                wire_messages = _with_instruction(wire_messages, schema_instruction(json_schema))
+                wire_messages = with_instruction(wire_messages, schema_instruction(json_schema))
         params["messages"] = wire_messages
         return params
 
@@ -348,49 +344,6 @@ class OpenAICompatChatModel(StreamingChatModel):
         if self._api_key and len(self._api_key) >= 4:
             text = text.replace(self._api_key, "***")
         return text
-
-
-def sampling_params(sampling: Sampling | None) -> dict[str, Any]:
-    """The ``chat.completions.create`` arguments for ``sampling``: the fields that are set
-    only (nothing at all for ``None`` or an empty ``Sampling``)."""
-    if sampling is None:
-        return {}
-    params: dict[str, Any] = {}
-    if sampling.stop:
-        params["stop"] = list(sampling.stop)
-    for name in _OPENAI_SAMPLING:
-        value = getattr(sampling, name)
-        if value is not None:
-            params[name] = value
-    if sampling.logit_bias:
-        params["logit_bias"] = dict(sampling.logit_bias)
-    extra = {
-        name: getattr(sampling, name)
-        for name in _EXTRA_SAMPLING
-        if getattr(sampling, name) is not None
-    }
-    if extra:
-        params["extra_body"] = extra
-    return params
-
-
-def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:
-    """Append ``instruction`` to the leading system message (or add one)."""
-    if (
-        messages
-        and messages[0].get("role") == "system"
-        and isinstance(messages[0].get("content"), str)
-    ):
-        first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": instruction}, *messages]
-
-
-def _schema_name(json_schema: JsonSchema) -> str:
-    """OpenAI wants ``[a-zA-Z0-9_-]{1,64}``: the schema's title made to fit, else "reply"."""
-    title = str(json_schema.get("title") or "reply")
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in title if c.isascii())[:64]
-    return name or "reply"
 
 
 def _public_origin(base_url: str) -> str:
