@@ -231,19 +231,19 @@ async def _chat(args: argparse.Namespace, settings) -> int:  # type: ignore[no-u
                 user_id=args.user, text=text, persona_id=args.persona, session_id=session_id
             )
             try:
-                turn = await services.engine.begin(request)
-            except (SessionConflict, UnknownPersona) as exc:
+                async with services.engine.turn(request) as turn:  # the turn's lifetime
+                    if session_id is None:
+                        print(f"(session {turn.session.id})", file=sys.stderr)
+                    session_id = turn.session.id
+                    try:
+                        async for chunk in turn.stream():
+                            print(chunk, end="", flush=True)
+                        print()
+                    except LLMError as exc:
+                        print(f"\nlimbic-memory: the chat model failed: {exc}", file=sys.stderr)
+            except (SessionConflict, UnknownPersona) as exc:  # raised on entering: nothing ran
                 print(f"limbic-memory: {exc!r}", file=sys.stderr)
                 return 2
-            if session_id is None:
-                print(f"(session {turn.session.id})", file=sys.stderr)
-            session_id = turn.session.id
-            try:
-                async for chunk in turn.stream():
-                    print(chunk, end="", flush=True)
-                print()
-            except LLMError as exc:
-                print(f"\nlimbic-memory: the chat model failed: {exc}", file=sys.stderr)
             assert turn.merged is not None
             report = await turn.merged
             if args.report:

@@ -1,5 +1,5 @@
 """The memory worker: folds a session's turns into its memory state, in order, off the
-reply's path (docs/architecture.md, "The turn").
+reply's path (docs/architecture.md, "The rule between turns").
 
 A reply never waits for a hippocampus run, not even the previous turn's: it is prompted
 from the last merged state plus the turns not merged yet, verbatim
@@ -36,20 +36,19 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from backend.engine import report as reports
 from backend.engine.merge import run_hippocampus, write_long_term
 from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_session, release_session
 from backend.engine.session_state import load_state, save_state, verbatim_items
+from backend.engine.turn_types import EngineParts, TurnOutcome
 from backend.hippocampus import SessionMemoryState, enforce_budget, merge
 from backend.hippocampus.budget import chunked_trim
 from backend.longterm.memory import WriteOutcome
-from backend.memory.types import Emotion, Memory
+from backend.memory.types import Emotion, Memory, Namespace
+from backend.personas import Persona
 from backend.sessions.store import Message, StaleMerge
-
-if TYPE_CHECKING:
-    from backend.engine.turn import Turn, TurnEngine
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +59,25 @@ MAX_BATCH = 4
 
 @dataclass(eq=False)
 class PendingTurn:
-    """A turn of this process its session's memory has not folded in yet."""
+    """A turn of this process its session's memory has not folded in yet: what the turn
+    handed over when it began, and its ``outcome`` once its reply is stored."""
 
-    turn: Turn
+    turn_id: str
+    session_id: str
+    persona: Persona
+    namespace: Namespace
     user_seq: int
-    activated: asyncio.Future[None]  # the turn's recall is done (the gate needs it)
+    activated: asyncio.Future[Sequence[Memory]]  # the memories recalled (the gate needs them)
     reply_done: asyncio.Future[None]  # the reply is stored, or the turn ended without one
     report: asyncio.Future[dict[str, Any]]  # the turn's memory report, once merged
+    # Set by the turn before ``reply_done`` (and before the session's next turn may begin);
+    # a redo of the reply, not merged yet, replaces its text (``replace_reply``).
+    outcome: TurnOutcome | None = None
+
+    def ended(self) -> TurnOutcome:
+        """The outcome, once ``reply_done`` is."""
+        assert self.outcome is not None, "the turn's reply has not ended"
+        return self.outcome
 
 
 @dataclass
@@ -110,14 +121,14 @@ def group_turns(messages: Sequence[Message]) -> list[TurnMessages]:
 class MemoryWorker:
     """Per-session merging for one turn engine (one process); see the module docstring."""
 
-    def __init__(self, engine: TurnEngine) -> None:
+    def __init__(self, engine: EngineParts) -> None:
         self._engine = engine
         self._pending: dict[str, list[PendingTurn]] = {}
         self._running: set[str] = set()
 
     def submit(self, pending: PendingTurn) -> None:
         """Queue a turn whose user message is stored; its session's worker starts now."""
-        session_id = pending.turn.session.id
+        session_id = pending.session_id
         self._pending.setdefault(session_id, []).append(pending)
         if session_id not in self._running:
             self._running.add(session_id)
@@ -166,7 +177,7 @@ class MemoryWorker:
             await release_session(sessions.locks, held)
 
     def _own(self, session_id: str) -> dict[str, PendingTurn]:
-        return {p.turn.turn_id: p for p in self._pending.get(session_id, [])}
+        return {p.turn_id: p for p in self._pending.get(session_id, [])}
 
     def _take_batch(self, session_id: str, groups: list[TurnMessages]) -> list[TurnMessages]:
         """The oldest turns that can be merged now: this process's own (their replies are
@@ -196,9 +207,10 @@ class MemoryWorker:
         through = group.last_seq
         if pending is not None:
             await pending.reply_done
-            through = max(through, pending.turn.reply_seq or 0)
+            outcome = pending.ended()
+            through = max(through, outcome.reply_seq or 0)
             messages = [
-                dataclasses.replace(m, content=pending.turn.reply)
+                dataclasses.replace(m, content=outcome.reply)
                 if m.role == "assistant" and m.turn_id == group.turn_id
                 else m
                 for m in messages
@@ -225,8 +237,8 @@ class MemoryWorker:
         short-term memory: in a turn of this process not merged yet, and, once merged, in
         the stored state."""
         for pending in self._pending.get(session_id, []):
-            if pending.turn.reply_seq == target.seq:
-                pending.turn.reply = content
+            if pending.outcome is not None and pending.outcome.reply_seq == target.seq:
+                pending.outcome = dataclasses.replace(pending.outcome, reply=content)
         self._engine._spawn(self._patch_reply(session_id, target, content))
 
     async def _patch_reply(self, session_id: str, target: Message, content: str) -> None:
@@ -266,12 +278,13 @@ class MemoryWorker:
         """Give this process's turns that another process merged their reports."""
         done = [p for p in self._pending.get(session_id, []) if p.user_seq <= merged_seq]
         for pending in done:
+            await pending.reply_done  # at once: it was stored before the other merge read it
             stored = await asyncio.to_thread(
-                self._engine.sessions.turn_report, session_id, pending.turn.turn_id
+                self._engine.sessions.turn_report, session_id, pending.turn_id
             )
-            report = own_report(pending.turn, stored or {})
+            report = own_report(pending, stored or {})
             await asyncio.to_thread(
-                self._engine.sessions.save_turn_report, session_id, pending.turn.turn_id, report
+                self._engine.sessions.save_turn_report, session_id, pending.turn_id, report
             )
             self._resolve(session_id, pending, report)
         return bool(done)
@@ -288,13 +301,13 @@ class MemoryWorker:
         mine = [own[g.turn_id] for g in batch if g.turn_id in own]
         newest = batch[-1]
         # A session keeps its user and persona: any turn of ours in it tells them.
-        anchor = self._pending[session_id][0].turn
+        anchor = self._pending[session_id][0]
         persona, namespace = anchor.persona, anchor.namespace
         seen = read_with_earlier(state, batch[:-1])
         # The hippocampus starts now, while the newest reply may still stream.
         result, info = await run_hippocampus(engine, seen, newest.user_text, persona)
         await asyncio.gather(*(p.activated for p in mine))
-        recalled: list[Memory] = [m for p in mine for m in p.turn.recalled]
+        recalled: list[Memory] = [m for p in mine for m in p.activated.result()]
         writes = engine._spawn(
             write_long_term(
                 engine, seen, newest.user_text, persona, result, namespace, recalled, session_id
@@ -303,8 +316,9 @@ class MemoryWorker:
         await asyncio.gather(*(p.reply_done for p in mine))
         through = newest.last_seq
         if newest.turn_id in own:  # its reply is ours: what was stored, and where
-            reply = own[newest.turn_id].turn.reply
-            through = max(through, own[newest.turn_id].turn.reply_seq or 0)
+            outcome = own[newest.turn_id].ended()
+            reply = outcome.reply
+            through = max(through, outcome.reply_seq or 0)
         else:  # another process's turn: its reply was stored when the batch was read
             reply = newest.reply.content if newest.reply is not None else ""
         merged = merge(
@@ -420,17 +434,18 @@ def turn_report(
         },
         "user_emotion": reports.emotion_part(emotion),
     }
-    return report if pending is None else own_report(pending.turn, report)
+    return report if pending is None else own_report(pending, report)
 
 
-def own_report(turn: Turn, report: dict[str, Any]) -> dict[str, Any]:
+def own_report(pending: PendingTurn, report: dict[str, Any]) -> dict[str, Any]:
     """``report`` with what only the turn's own process knows: its activation, the
     outcomes of the memory tools it called, how its reply ended."""
-    tools = reports.outcomes_part(turn._tool_outcomes)
+    outcome = pending.ended()
+    tools = reports.outcomes_part(outcome.tool_outcomes)
     return {
         **report,
-        "turn_id": turn.turn_id,
-        **reports.activation_part(turn.activation),
+        "turn_id": pending.turn_id,
+        **reports.activation_part(outcome.activation),
         **{key: [*report.get(key, []), *value] for key, value in tools.items()},
-        "reply": {"status": turn.status, "error": turn.error},
+        "reply": {"status": outcome.status, "error": outcome.error},
     }

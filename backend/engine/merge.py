@@ -1,10 +1,11 @@
 """The background steps of a turn: the hippocampus run, the save gate and reinforcement
-(turn.md steps 2 and 5), off the reply's path.
+(docs/architecture.md, "One turn", steps 2 and 5), off the reply's path.
 
 The memory worker (``backend.engine.memory_worker``) runs ``run_hippocampus`` and
-``write_long_term`` for the turns it merges; ``Turn.stream`` spawns
-``reinforce_recalled`` with the first token, and again for what the memory tools
-recalled when the reply ends.
+``write_long_term`` for the turns it merges; the turn (``backend.engine.turn_reply``)
+spawns ``reinforce_recalled`` with the first token, and again for what the memory tools
+recalled when the reply ends. Everything comes in as arguments (the engine's parts,
+``turn_types.EngineParts``): nothing here reads a turn.
 
 Failure policy: none of these ever breaks or delays a reply. The hippocampus's failure,
 timeout or garbage → ``None`` (the merge's deterministic fallback), reported in its info;
@@ -19,9 +20,10 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from backend.engine.evidence import turn_evidence
+from backend.engine.turn_types import EngineParts
 from backend.hippocampus import (
     HippocampusParseError,
     HippocampusResult,
@@ -38,24 +40,21 @@ from backend.hippocampus.compact import (
     roll_background,
 )
 from backend.llm.port import LLMError
-from backend.longterm.memory import WriteOutcome
+from backend.longterm.memory import LongTermMemory, WriteOutcome
 from backend.longterm.outbox_replay import write_or_queue
 from backend.memory.screening import Screened, accepted, screen
 from backend.memory.types import GatePolicy, Memory, Namespace
 from backend.personas import Persona
 
-if TYPE_CHECKING:
-    from backend.engine.turn import Turn, TurnEngine
-
 log = logging.getLogger(__name__)
 
 
-def _gate_policy(engine: TurnEngine, persona: Persona) -> GatePolicy:
+def _gate_policy(engine: EngineParts, persona: Persona) -> GatePolicy:
     return persona.gate_policy or engine.long_term.gate_policy
 
 
 def screen_candidates(
-    engine: TurnEngine,
+    engine: EngineParts,
     state: SessionMemoryState,
     text: str,
     persona: Persona,
@@ -71,7 +70,7 @@ def screen_candidates(
 
 
 async def _ask(
-    engine: TurnEngine, state: SessionMemoryState, text: str, persona: Persona
+    engine: EngineParts, state: SessionMemoryState, text: str, persona: Persona
 ) -> HippocampusResult:
     """One hippocampus call in the configured contract, parsed."""
     if engine.settings.hippocampus_mode == "compact":
@@ -94,7 +93,7 @@ async def _ask(
 
 
 async def run_hippocampus(
-    engine: TurnEngine, state: SessionMemoryState, text: str, persona: Persona
+    engine: EngineParts, state: SessionMemoryState, text: str, persona: Persona
 ) -> tuple[HippocampusResult | None, dict[str, Any]]:
     started = time.perf_counter()
     info: dict[str, Any] = {
@@ -120,7 +119,7 @@ async def run_hippocampus(
 
 
 async def write_long_term(
-    engine: TurnEngine,
+    engine: EngineParts,
     state: SessionMemoryState,
     text: str,
     persona: Persona,
@@ -164,12 +163,14 @@ async def write_long_term(
         return [], type(exc).__name__
 
 
-async def reinforce_recalled(engine: TurnEngine, turn: Turn, memories: Sequence[Memory]) -> None:
+async def reinforce_recalled(
+    long_term: LongTermMemory, namespace: Namespace, memories: Sequence[Memory], session_id: str
+) -> None:
     """Reinforce the memories a turn used (activation's, or those its tools recalled)."""
     used = [m.id for m in memories]
     if not used:
         return
     try:
-        await asyncio.to_thread(engine.long_term.reinforce, turn.namespace, used)
+        await asyncio.to_thread(long_term.reinforce, namespace, used)
     except Exception:
-        log.exception("reinforcement failed for session %s", turn.session.id)
+        log.exception("reinforcement failed for session %s", session_id)

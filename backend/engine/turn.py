@@ -1,16 +1,20 @@
-"""One chat turn: persist → activation ∥ hippocampus → main stream → persist → merge (turn.md).
+"""One chat turn: persist → activation ∥ hippocampus → main stream → persist → merge
+(docs/architecture.md, "One turn" and "A turn is a context").
 
-``TurnEngine.begin`` persists the user message, hands the turn to the session's memory
-worker (which starts the hippocampus at once) and waits only for activation;
-``Turn.stream`` then yields the main model's text as it arrives and persists the reply
-when it ends. A reply never waits for a hippocampus run, not even the previous turn's:
-it is prompted from the last merged state plus the turns not merged yet, verbatim.
-Replies of one session are ordered — turn t+1 begins once turn t's reply is stored —
-while different sessions never block each other. The merge (short-term, background,
-save gate, user emotion, memory report) is the memory worker's
-(``backend.engine.memory_worker``), in order, one hippocampus run per batch of waiting
-turns; the background steps themselves are in ``backend.engine.merge``; loading, seeding
-and saving the session's memory state in ``backend.engine.session_state``.
+``async with engine.turn(request) as turn:`` is a turn's lifetime. Entering it persists
+the user message, hands the turn to the session's memory worker (which starts the
+hippocampus at once) and waits only for activation; ``turn.stream()`` then yields the
+main model's text as it arrives and stores the reply when it ends
+(``backend.engine.turn_reply``). Leaving it, however the block ends — the reply read to
+its end, an exception, a cancellation, a client gone, a stream never read — stores what
+the reply got to, releases the session and leaves the merge to the engine's background
+tasks (``drain``): a transport never has to remember to close a turn.
+
+A reply never waits for a hippocampus run: it is prompted from the last merged state
+plus the turns not merged yet, verbatim. Replies of one session are ordered (turn t+1
+begins once turn t's reply is stored); sessions never block each other. The merge is the
+memory worker's (``backend.engine.memory_worker``), its steps ``backend.engine.merge``'s,
+the session's memory state ``backend.engine.session_state``'s.
 
 Which session a request's turn runs in, and what it does there, is
 ``backend.engine.session_placement``'s: a new turn; a redo (a regeneration replaces the
@@ -20,279 +24,44 @@ user message (a group chat's next speaker), which the memory worker folds in ver
 
 Failure policy: the hippocampus can never break or delay a reply (failure, timeout or
 garbage → the deterministic fallback, reported); activation trouble yields no recalled
-memories; a main-model failure is raised to the caller after the partial reply has been
-stored marked ``incomplete``; the merge still runs so the next turn works.
+memories; a main-model failure is raised to the reader after the partial reply is stored
+(``backend.engine.turn_reply``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from backend.clock import Clock
 from backend.engine import report as reports
-from backend.engine.conversation_match import (
-    ClientMessage,
-    Final,
-    Placement,
-    place,
-    tail_needed,
-)
+from backend.engine.conversation_match import Placement, place, tail_needed
 from backend.engine.memory_worker import MemoryWorker, PendingTurn
-from backend.engine.merge import reinforce_recalled
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
 from backend.engine.shown_notes import ShownNotes
-from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
+from backend.engine.turn_reply import Turn
+from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
-from backend.llm.port import ChatModel, Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
-from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding, WriteOutcome
-from backend.memory.types import Memory, Namespace
+from backend.llm.port import ChatModel
+from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding
+from backend.memory.types import Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.sessions.locks import LockHandle
 from backend.sessions.store import Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnRequest", "TurnSettings"]
+DEFAULT_SETTINGS = TurnSettings()
 
-
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
-    token_budget: int = 1500
-    hippocampus_timeout_s: float = 120.0
-    # "full": turn.md's contract (background, short-term and long-term from the model);
-    # "compact": the model only extracts facts, code keeps the rest (small local models;
-    # backend.hippocampus.compact).
-    hippocampus_mode: Literal["full", "compact"] = "full"
-    use_tools: bool = False  # the chat provider supports function calling (config)
-    chat_temperature: float | None = None
-    chat_max_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRequest:
-    user_id: str
-    text: str  # the new user message; "" when the request has none (continue, reply)
-    persona_id: str | None = None
-    session_id: str | None = None  # the client named its session
-    client_system: str | None = None
-    # The client's user/assistant messages before ``text`` (all of them when ``final`` is
-    # not "turn"): they find the session they continue, or seed a new one
-    # (``backend.engine.session_placement``).
-    history: Sequence[tuple[str, str]] = ()
-    temperature: float | None = None
-    max_tokens: int | None = None
-    # What the last message asks for: a new user turn (or a regeneration of the last
-    # one), the continuation of the last reply, or one more reply (a group chat).
-    final: Final = "turn"
-    instruction: str | None = None  # the client's system messages after its last message
-    examples: Sequence[Mapping[str, Any]] = ()  # a client's example dialogue, names kept
-    sampling: Sampling | None = None
-    # The client always sends the whole conversation (``conversation_match.place``).
-    whole_history: bool = False
-    # The new message's image parts, for a chat model that takes images (the transcript
-    # and the memory keep the text).
-    images: Sequence[Mapping[str, Any]] = ()
-
-    def client_messages(self) -> tuple[ClientMessage, ...]:
-        messages = [
-            ClientMessage(role, text)  # type: ignore[arg-type]
-            for role, text in self.history
-            if role in ("user", "assistant")
-        ]
-        if self.final == "turn":
-            messages.append(ClientMessage("user", self.text))
-        return tuple(messages)
-
-
-@dataclass
-class Turn:
-    """A turn in flight. Iterate ``stream()`` once; then ``merged`` resolves to the memory
-    report, once the memory worker has merged the turn."""
-
-    session: Session
-    persona: Persona
-    turn_id: str
-    activation: Activation | None
-    messages: list[dict[str, Any]]
-    _engine: TurnEngine
-    _pending: PendingTurn | None  # None: a redo (regeneration, continuation), not merged
-    _release: Callable[[], None]  # the session's turn lock, once the reply is stored
-    _temperature: float | None = None
-    _max_tokens: int | None = None
-    _sampling: Sampling | None = None
-    kind: str = "turn"  # conversation_match.Kind
-    # A redo's stored reply: replaced by ``_base`` + the new text once the stream ends.
-    _target: Message | None = None
-    _base: str = ""
-    _redo_report: asyncio.Future[dict[str, Any]] | None = None
-    _redo_emotion: dict[str, Any] | None = None
-    reply: str = ""
-    status: str = "pending"
-    error: str | None = None
-    usage: Usage | None = None
-    finish_reason: str | None = None
-    merged: asyncio.Future[dict[str, Any]] | None = None
-    reply_seq: int | None = None  # the reply's message seq, once stored
-    _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
-    _tool_recalled: list[Memory] = field(default_factory=list)
-    # Reinforcement starts with the first token: the recalled memories are in use by then.
-    _reinforced: asyncio.Future[None] | None = None
-
-    @property
-    def namespace(self) -> Namespace:
-        return Namespace(self.session.user_id, self.persona.id)
-
-    @property
-    def recalled(self) -> list[Memory]:
-        return [] if self.activation is None else self.activation.memories
-
-    async def stream(self) -> AsyncIterator[str]:
-        """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
-        engine = self._engine
-        # The pending reply row is written while the model starts, off the TTFT path (a
-        # redo replaces its target row at the end instead).
-        reply_row = None
-        if self._target is None:
-            reply_row = asyncio.ensure_future(
-                asyncio.to_thread(
-                    engine.sessions.append_message,
-                    self.session.id,
-                    "assistant",
-                    "",
-                    status="pending",
-                    turn_id=self.turn_id,
-                )
-            )
-        parts: list[str] = []
-        try:
-            async for text in self._generate(parts):
-                if self._reinforced is None and self._target is None:
-                    self._reinforced = engine._spawn(
-                        reinforce_recalled(engine, self, self.recalled)
-                    )
-                yield text
-            self.status = "complete"
-        except LLMError as exc:
-            self.status, self.error = "incomplete", str(exc)
-            raise
-        except (asyncio.CancelledError, GeneratorExit):
-            self.status, self.error = "incomplete", "the client went away"
-            raise
-        except Exception as exc:  # a bug, not the model: the row still gets a final status
-            self.status, self.error = "incomplete", f"the turn failed: {exc!r}"
-            raise
-        finally:
-            self.reply = "".join(parts)
-            # Spawned before anything is awaited: a client that goes away can cancel this
-            # generator again mid-finally, and the row must be finished (and the session
-            # released) all the same.
-            stored = engine._spawn(self._finish(reply_row, streamed=True))
-            self.merged = self._report_future()
-            await asyncio.shield(stored)
-
-    def _report_future(self) -> asyncio.Future[dict[str, Any]]:
-        if self._pending is not None:
-            return self._pending.report
-        assert self._redo_report is not None
-        return self._redo_report
-
-    async def _finish(self, reply_row: asyncio.Future[Any] | None, streamed: bool = False) -> None:
-        """Store the reply, let the session's next turn begin, hand the turn to memory."""
-        try:
-            if self._target is not None:
-                if streamed and self.reply:
-                    await self._replace_target()
-            elif reply_row is not None:
-                row = await reply_row
-                self.reply_seq = row.seq
-                sessions = self._engine.sessions
-                await asyncio.to_thread(
-                    sessions.finish_message, row.id, self.reply, self.status, self.error
-                )
-        finally:
-            self._release()
-            await reinforce_recalled(self._engine, self, self._tool_recalled)
-            if self._reinforced is not None:
-                await self._reinforced
-            if self._pending is not None and not self._pending.reply_done.done():
-                self._pending.reply_done.set_result(None)
-            if self._redo_report is not None and not self._redo_report.done():
-                self._redo_report.set_result(self._redo_summary())
-
-    async def _replace_target(self) -> None:
-        """A redo's reply takes its target's place, in the transcript and in short-term
-        memory (once merged); long-term memory is left alone: the turn's facts were
-        written when it first ran."""
-        target = self._target
-        assert target is not None
-        content = self._base + self.reply
-        sessions = self._engine.sessions
-        await asyncio.to_thread(
-            sessions.replace_message, target.id, content, self.status, self.error
-        )
-        self.reply_seq = target.seq
-        self._engine.memory.replace_reply(self.session.id, target, content)
-
-    def _redo_summary(self) -> dict[str, Any]:
-        """A redo's memory report: what it recalled; nothing was merged or written."""
-        return {
-            "turn_id": self.turn_id,
-            **reports.activation_part(self.activation),
-            **reports.outcomes_part(self._tool_outcomes),
-            "hippocampus": {"status": "skipped", "reason": f"{self.kind}: nothing new to merge"},
-            "reply": {"status": self.status, "error": self.error},
-            "user_emotion": self._redo_emotion,
-        }
-
-    async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
-        engine = self._engine
-        model = engine.chat
-        messages = list(self.messages)
-        tools_on = engine.settings.use_tools and model.supports_tools
-        for round_ in range(MAX_TOOL_ROUNDS + 1):
-            offer_tools = tools_on and round_ < MAX_TOOL_ROUNDS
-            calls: list[ToolCall] = []
-            async for delta in model.stream(
-                messages,
-                tools=MEMORY_TOOLS if offer_tools else None,
-                temperature=self._temperature,
-                max_tokens=self._max_tokens,
-                sampling=self._sampling,
-            ):
-                if isinstance(delta, TextDelta) and delta.text:
-                    parts.append(delta.text)
-                    yield delta.text
-                elif isinstance(delta, ToolCall):
-                    calls.append(delta)
-                elif isinstance(delta, Usage):
-                    self.usage = delta
-                elif isinstance(delta, Finish):
-                    self.finish_reason = delta.reason
-            if not calls:
-                return
-            # Execute the memory tools server-side and continue the same visible answer.
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": "".join(parts) or None,
-                    "tool_calls": [call.as_message_part() for call in calls],
-                }
-            )
-            tools = MemoryTools(engine.long_term, self.namespace, self.session.id)
-            for call in calls:
-                result = await asyncio.to_thread(tools.execute, call.name, call.arguments)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-            self._tool_outcomes += tools.outcomes
-            self._tool_recalled += tools.recalled
+__all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnOutcome", "TurnRequest", "TurnSettings"]
 
 
 def _continue_base(stored: str, request: TurnRequest) -> str:
@@ -314,7 +83,7 @@ class TurnEngine:
         hippocampus: ChatModel,
         personas: PersonaRegistry,
         clock: Clock,
-        settings: TurnSettings = TurnSettings(),
+        settings: TurnSettings = DEFAULT_SETTINGS,
     ) -> None:
         self.sessions = sessions
         self.long_term = long_term
@@ -349,8 +118,24 @@ class TurnEngine:
 
     # --- the turn ----------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def turn(self, request: TurnRequest) -> AsyncIterator[Turn]:
+        """``async with engine.turn(request) as turn:``, the turn's lifetime (module
+        docstring). Entering raises ``SessionConflict``, ``UnknownPersona`` or a storage
+        error with nothing held; leaving waits for the reply's storing (``Turn.close``),
+        never for the merge. A turn that outlives one block (a response streamed after
+        its handler returned) is entered on a ``contextlib.AsyncExitStack``, closed
+        where the response ends."""
+        turn = await self.begin(request)
+        try:
+            yield turn
+        finally:
+            await turn.close()
+
     async def begin(self, request: TurnRequest) -> Turn:
-        """Persist the user message, start the hippocampus, wait for activation only."""
+        """The low-level form of ``turn``: persist the user message, start the
+        hippocampus, wait for activation only. The caller must then read ``stream()``
+        (whose end releases the session) or call ``abandon``; ``turn`` does both."""
         # The query embedding needs only the text: it runs while the session I/O and the
         # locks below do, instead of after them (it is on the TTFT path).
         query_embedding = (
@@ -483,6 +268,20 @@ class TurnEngine:
         temperature = request.temperature
         if temperature is None:
             temperature = self.settings.chat_temperature
+        # A redo replaces (or, continuing, extends) its target's text; a new reply is merged.
+        target = placement.target if redo else None
+        continued = target is not None and kind == "continue"
+        base = _continue_base(target.content, request) if target and continued else ""
+        pending = None
+        if target is None:
+            # A reply with no user message: its row comes next in the transcript.
+            following = unmerged[-1].seq if unmerged else merged_seq
+            user_seq = stored.seq if stored is not None else following + 1
+            namespace = Namespace(session.user_id, persona.id)
+            pending = PendingTurn(
+                turn_id, session.id, persona, namespace, user_seq,
+                loop.create_future(), loop.create_future(), loop.create_future(),
+            )  # fmt: skip
         turn = Turn(
             session=session,
             persona=persona,
@@ -490,28 +289,17 @@ class TurnEngine:
             activation=None,
             messages=[],
             _engine=self,
-            _pending=None,
+            _pending=pending,
             _release=release,
             _temperature=temperature,
             _max_tokens=request.max_tokens or self.settings.chat_max_tokens,
             _sampling=request.sampling,
             kind=kind,
+            _target=target,
+            _base=base,
+            _redo_report=loop.create_future() if target is not None else None,
+            _redo_emotion=reports.emotion_part(state.user_emotion) if target is not None else None,
         )
-        if redo:
-            assert placement.target is not None
-            turn._target = placement.target
-            turn._base = (
-                _continue_base(placement.target.content, request) if kind == "continue" else ""
-            )
-            turn._redo_report = loop.create_future()
-            turn._redo_emotion = reports.emotion_part(state.user_emotion)
-        else:
-            # A reply with no user message: its row comes next in the transcript.
-            following = unmerged[-1].seq if unmerged else merged_seq
-            user_seq = stored.seq if stored is not None else following + 1
-            turn._pending = PendingTurn(
-                turn, user_seq, loop.create_future(), loop.create_future(), loop.create_future()
-            )
         try:
             if query_embedding is None or user_text != request.text:
                 query_embedding = None
@@ -533,23 +321,22 @@ class TurnEngine:
                 user_message=user_text if kind != "reply" else None,
                 earlier_notes=notes.earlier,
                 examples=request.examples,
-                continuing=turn._base if kind == "continue" else None,
+                continuing=base if kind == "continue" else None,
                 instruction=request.instruction,
                 images=request.images if kind == "turn" else (),
             )
             self.shown_notes.record(session.id, notes)
         except BaseException:
-            turn.status, turn.error = "incomplete", "the turn failed before its reply"
-            self._spawn(turn._finish(None))
+            turn.end_unstreamed("the turn failed before its reply")
             raise
         finally:
-            if turn._pending is not None:
-                turn._pending.activated.set_result(None)
+            if pending is not None:
+                pending.activated.set_result(turn.recalled)
                 # 2. The memory worker starts the hippocampus; it never blocks the reply.
                 # Not before activation: its database reads compete with it for the
                 # interpreter (bench.turn_latency's TTFT overhead: 56.0 ms before, 49.3 ms
                 # after).
-                self.memory.submit(turn._pending)
+                self.memory.submit(pending)
         return turn
 
     async def _activate(
@@ -581,18 +368,17 @@ class TurnEngine:
         return task
 
     async def abandon(self, turn: Turn) -> None:
-        """Close a turn whose stream will never be read (the client left before it began)."""
-        if turn.merged is None:
-            turn.status, turn.error = "incomplete", "the client went away"
-            turn.merged = turn._report_future()
-            await turn._finish(None)
-        await asyncio.shield(turn.merged)
+        """The low-level form of leaving ``turn``: close a ``begin``'s turn whose stream
+        will never be read (the client left before it began), then wait for its merge."""
+        await turn.close()
+        if turn.merged is not None:  # None: its stream is being read elsewhere, and ends it
+            await asyncio.shield(turn.merged)
 
     async def run(self, request: TurnRequest) -> tuple[Turn, dict[str, Any]]:
         """A whole turn without streaming: the reply text is in ``turn.reply``."""
-        turn = await self.begin(request)
-        async for _ in turn.stream():
-            pass
+        async with self.turn(request) as turn:
+            async for _ in turn.stream():
+                pass
         assert turn.merged is not None
         return turn, await turn.merged
 

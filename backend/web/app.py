@@ -153,11 +153,9 @@ def create_app(
     app.include_router(health.router)
     app.include_router(openai_api.router)
     app.include_router(nemo_api.router)  # /chat, /generate, /generate/stream (NeMo UI)
-    # REST API routers (memories, sessions, personas) are included below this line.
     app.include_router(personas_api.router)
     app.include_router(memories_api.router)
     app.include_router(sessions_api.router)
-    # WebSocket and MCP are included below this line.
     app.include_router(websocket_router)
     mount_mcp(app, settings.server.host)  # /mcp; its session manager runs in the lifespan
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)

@@ -35,12 +35,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
 from backend.engine.turn import Turn, TurnRequest
 from backend.llm.port import LLMError
@@ -94,10 +96,10 @@ def _session_id(request: Request) -> str | None:
 
 
 async def _start(
-    request: Request, body: GenerateRequest, user: str, services: Any
+    stack: AsyncExitStack, request: Request, body: GenerateRequest, user: str, services: Any
 ) -> tuple[Turn, AsyncIterator[str], str | None] | JSONResponse:
-    """Begin the turn and pull its first chunk: the turn, its stream and that chunk, or
-    the 502 to answer when the model fails before it."""
+    """Begin the turn, its lifetime on ``stack``, and pull its first chunk: the turn, its
+    stream and that chunk, or the 502 to answer when the model fails before it."""
     text = body.input_message
     limit = services.settings.server.max_message_chars
     if not text.strip():
@@ -107,12 +109,11 @@ async def _start(
     turn_request = TurnRequest(
         user_id=user, text=text, persona_id=body.model, session_id=_session_id(request)
     )
-    turn = await openai_api.begin_turn(services, turn_request)
+    turn = await openai_api.begin_turn(stack, services, turn_request)
     stream = turn.stream()
     try:
         first = await anext(stream, None)
     except LLMError as exc:
-        await stream.aclose()
         return _failed(exc, turn)
     return turn, stream, first
 
@@ -149,17 +150,16 @@ async def generate(
 ) -> Any:
     """``{"input_message": text}`` → ``{"value": reply}``; the session id comes from
     ``Conversation-Id`` (or ``X-Session-Id``) and goes back in ``X-Session-Id``."""
-    started = await _start(request, body, user, services)
-    if isinstance(started, JSONResponse):
-        return started
-    turn, stream, first = started
-    parts = [first or ""]
-    try:
-        parts += [text async for text in stream]
-    except LLMError as exc:
-        return _failed(exc, turn)
-    finally:
-        await stream.aclose()
+    async with AsyncExitStack() as stack:  # the turn's lifetime
+        started = await _start(stack, request, body, user, services)
+        if isinstance(started, JSONResponse):
+            return started
+        turn, stream, first = started
+        parts = [first or ""]
+        try:
+            parts += [text async for text in stream]
+        except LLMError as exc:
+            return _failed(exc, turn)
     return JSONResponse({"value": "".join(parts)}, headers={"X-Session-Id": turn.session.id})
 
 
@@ -174,8 +174,16 @@ async def generate_stream(
 ) -> Any:
     """``{"input_message": text}`` → ``intermediate_data:`` Memory activation, ``data:
     {"value": chunk}`` per chunk, ``intermediate_data:`` Memory report, ``data: [DONE]``."""
-    started = await _start(request, body, user, services)
+    # The turn's lifetime ends with the SSE stream (or, if that never runs, after the
+    # response): the stack is closed there, once.
+    stack = AsyncExitStack()
+    try:
+        started = await _start(stack, request, body, user, services)
+    except BaseException:
+        await stack.aclose()
+        raise
     if isinstance(started, JSONResponse):
+        await stack.aclose()
         return started
     turn, stream, first = started
 
@@ -198,10 +206,13 @@ async def generate_stream(
             }
             yield (json.dumps(error, ensure_ascii=False) + "\n\n").encode()
         finally:
-            await stream.aclose()
+            await stack.aclose()
         report = await memory_report(turn)
         if report is not None:
             yield step_line("Memory report", report, turn)
         yield ServerSentEvent("[DONE]")
 
-    return EventSourceResponse(events(), headers={"X-Session-Id": turn.session.id}, ping=15)
+    headers = {"X-Session-Id": turn.session.id}
+    return EventSourceResponse(
+        events(), headers=headers, ping=15, background=BackgroundTask(stack.aclose)
+    )

@@ -23,13 +23,15 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
 from backend.engine.plain_completion import PlainCompletion
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
@@ -261,9 +263,11 @@ def _usage(turn: Turn | PlainCompletion) -> dict[str, int]:
     }
 
 
-async def begin_turn(services: Any, turn_request: TurnRequest) -> Turn:
+async def begin_turn(stack: AsyncExitStack, services: Any, turn_request: TurnRequest) -> Turn:
+    """The turn, its lifetime entered on ``stack`` (``TurnEngine.turn``): closing the stack
+    ends it, wherever the response ends. The 404s a request can get before anything runs."""
     try:
-        return await services.engine.begin(turn_request)
+        return await stack.enter_async_context(services.engine.turn(turn_request))
     except UnknownPersona:
         raise APIError(
             404, f"unknown model (persona) {turn_request.persona_id!r}", "model_not_found"
@@ -296,10 +300,18 @@ async def _chat(
     if utility is not None:
         return await _plain(body, services, chat, utility)
     limit = services.settings.server.max_message_chars
-    turn = await begin_turn(services, _turn_request(request, body, user, limit, chat))
+    turn_request = _turn_request(request, body, user, limit, chat)
+    stack = AsyncExitStack()
+    turn = await begin_turn(stack, services, turn_request)
     headers = {"X-Session-Id": turn.session.id}
     cid = f"chatcmpl-{turn.turn_id}"
-    return await _respond(body, turn, turn if steps else None, cid, turn.persona.id, headers)
+    try:
+        return await _respond(
+            body, turn, turn if steps else None, cid, turn.persona.id, headers, stack.aclose
+        )
+    except BaseException:
+        await stack.aclose()
+        raise
 
 
 async def _plain(body: ChatRequest, services: Any, chat: ChatInput, utility: str) -> Any:
@@ -331,9 +343,8 @@ async def _plain(body: ChatRequest, services: Any, chat: ChatInput, utility: str
     )
     log.debug("stateless completion for %s", utility)
     headers = {"X-Limbic-Stateless": utility}
-    return await _respond(
-        body, completion, None, f"chatcmpl-{uuid.uuid4().hex}", persona.id, headers
-    )
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+    return await _respond(body, completion, None, cid, persona.id, headers)
 
 
 async def _respond(
@@ -343,16 +354,20 @@ async def _respond(
     cid: str,
     model: str,
     headers: dict[str, str],
+    end: Callable[[], Awaitable[Any]] | None = None,
 ) -> Any:
     """The response to a turn or a plain completion: one JSON, or an SSE stream (with
-    ``turn``: framed by the memory steps)."""
+    ``turn``: framed by the memory steps). ``end`` ends the source (a turn's context),
+    once, where the response ends: here for a JSON answer, else when the SSE stream
+    closes (or, if it never runs, after the response)."""
     created = int(time.time())
     stream = source.stream()
+    close = end or stream.aclose
     # Pull the first chunk before answering, so an upstream that is down gets a real 502.
     try:
         first = await anext(stream, None)
     except LLMError as exc:
-        await stream.aclose()
+        await close()
         return JSONResponse(
             error_body(502, f"the chat model failed: {exc}", "upstream_error"),
             status_code=502,
@@ -368,6 +383,8 @@ async def _respond(
                 status_code=502,
                 headers=headers,
             )
+        finally:
+            await close()
         return JSONResponse(
             {
                 "id": cid,
@@ -417,10 +434,10 @@ async def _respond(
             yield ServerSentEvent(json.dumps(_chunk(cid, created, model, notice)))
             yield ServerSentEvent(json.dumps(error_body(502, message, "upstream_error")))
         finally:
-            await stream.aclose()
+            await close()
         yield ServerSentEvent("[DONE]")
 
-    return EventSourceResponse(events(), headers=headers, ping=15)
+    return EventSourceResponse(events(), headers=headers, ping=15, background=BackgroundTask(close))
 
 
 router.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])

@@ -52,7 +52,7 @@ SESSION_LIST_LIMIT = 200  # conversations shown in the sidebar
 TITLE_CHARS = 60  # an automatic title: the start of the first message
 MAX_TITLE = 200
 STOP_WAIT_S = 15.0  # how long the stop button's look-up waits for the stream to close
-GONE = "the client went away"  # turn.py's error for a reply cut short by the client
+GONE = "the client went away"  # the engine's error for a reply cut short (turn_reply.GONE)
 
 
 def registry(request: Request) -> TurnRegistry:
@@ -271,13 +271,13 @@ async def send_message(
     if reason is not None:
         raise UiError(400, f"The message {reason}.")
     session = await _session_or_404(services, session_id, auth.user)
-    try:
-        turn = await services.engine.begin(
-            TurnRequest(user_id=auth.user, text=text, session_id=session.id)
+    try:  # the registry holds the turn until its stream ends (backend.web.ui_turns)
+        entry = await registry(request).begin(
+            TurnRequest(user_id=auth.user, text=text, session_id=session.id), text
         )
     except SessionConflict:
         raise UiError(404, "This conversation does not exist.") from None
-    entry = registry(request).add(turn, auth.user, text)
+    turn = entry.turn
     context: dict[str, Any] = {
         "user_message": message_view(role="user", content=text, turn_id=turn.turn_id),
         "persona": turn.persona,

@@ -1,9 +1,10 @@
 """The UI's turns in flight, by turn id: begun by a form post, streamed by an EventSource.
 
-A turn holds its session's lock until its stream has been read and merged, so a turn
-whose stream is never opened (the browser went away between the post and the stream)
-is abandoned after ``UNCLAIMED_S``; finished turns are kept ``KEEP_S`` for the stop
-button's and the memory panel's look-ups, then forgotten.
+A turn's lifetime (``TurnEngine.turn``) spans two requests here, so the registry holds
+it: ``begin`` enters it, and it is left when the stream ends (``pump``) or, for a turn
+whose stream is never opened (the browser went away between the post and the stream),
+after ``UNCLAIMED_S``: until then the turn holds its session. Finished turns are kept
+``KEEP_S`` for the stop button's and the memory panel's look-ups, then forgotten.
 
 The reply is read from the engine by a task of its own (``pump``), not by the SSE
 response: when a client goes away, the response's anyio cancel scope cancels every await
@@ -21,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.engine.turn import Turn, TurnEngine
+from backend.engine.turn import Turn, TurnEngine, TurnRequest
 from backend.llm.port import LLMError
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ class PendingTurn:
     created: float = field(default_factory=time.monotonic)
     claimed: bool = False
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    lifetime: AsyncExitStack = field(default_factory=AsyncExitStack)  # the turn's context
 
     @property
     def session_id(self) -> str:
@@ -58,8 +61,12 @@ class TurnRegistry:
     def __len__(self) -> int:
         return len(self._turns)
 
-    def add(self, turn: Turn, user: str, text: str) -> PendingTurn:
-        entry = PendingTurn(turn, user, text)
+    async def begin(self, request: TurnRequest, text: str) -> PendingTurn:
+        """Begin the turn (``TurnEngine.turn``'s errors pass through, nothing held) and
+        keep it until its stream claims it."""
+        lifetime = AsyncExitStack()
+        turn = await lifetime.enter_async_context(self._engine.turn(request))
+        entry = PendingTurn(turn, request.user_id, text, lifetime=lifetime)
         self._turns[turn.turn_id] = entry
         asyncio.get_running_loop().call_later(UNCLAIMED_S, self._expire, turn.turn_id)
         return entry
@@ -87,22 +94,35 @@ class TurnRegistry:
         queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
 
         async def run() -> None:
-            stream = entry.turn.stream()
             try:
-                async for text in stream:
+                async for text in entry.turn.stream():
                     queue.put_nowait(("token", text))
                 queue.put_nowait(("end", ""))
             except LLMError as exc:
                 log.warning("turn %s: the model failed: %s", entry.turn.turn_id, exc)
                 queue.put_nowait(("error", str(exc)))
             finally:
-                await stream.aclose()
-                self.finish(entry)
+                try:
+                    await entry.lifetime.aclose()
+                finally:
+                    self.finish(entry)
+
+        def ended(task: asyncio.Future[None]) -> None:
+            self._tasks.discard(task)
+            if not entry.finished.is_set():  # cancelled before it began: end it all the same
+                self._close(entry)
 
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(ended)
         return queue, task
+
+    def _close(self, entry: PendingTurn) -> None:
+        """Leave the turn's context in a task of its own; the entry is finished."""
+        task = asyncio.ensure_future(entry.lifetime.aclose())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self.finish(entry)
 
     def _expire(self, turn_id: str) -> None:
         entry = self._turns.get(turn_id)
@@ -110,10 +130,7 @@ class TurnRegistry:
             return
         log.info("turn %s: stream never opened, abandoning it", turn_id)
         entry.claimed = True
-        task = asyncio.ensure_future(self._engine.abandon(entry.turn))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        self.finish(entry)
+        self._close(entry)
 
     async def wait_finished(self, entry: PendingTurn, timeout: float) -> bool:
         try:

@@ -372,9 +372,12 @@ class Connection:
 
     async def _run_turn(self, msg: UserMessage) -> None:
         try:
-            turn = await self._begin(msg)
-            if turn is not None:
+            async with contextlib.AsyncExitStack() as stack:  # the turn's lifetime
+                turn = await self._begin(msg, stack)
+                if turn is None:
+                    return
                 await self._stream(msg, turn)
+            await self._end(msg, turn)
         except _Gone:
             pass
         except Exception:
@@ -388,7 +391,8 @@ class Connection:
                     "see the server log",
                 )
 
-    async def _begin(self, msg: UserMessage) -> Turn | None:
+    async def _begin(self, msg: UserMessage, stack: contextlib.AsyncExitStack) -> Turn | None:
+        """The turn, entered on ``stack``; None when refused (the client is told why)."""
         engine = self.services.engine
         try:
             self.services.personas.resolve(msg.persona)
@@ -412,7 +416,7 @@ class Connection:
         # In order per conversation: the session is created once, turns begin in order.
         async with self._ordering.hold(msg.conversation_id):
             try:
-                return await engine.begin(request)
+                return await stack.enter_async_context(engine.turn(request))
             except SessionConflict:
                 await self.send_error(
                     msg.conversation_id, msg.id, "session_not_found", "session not found", REFUSED
@@ -420,38 +424,36 @@ class Connection:
                 return None
 
     async def _stream(self, msg: UserMessage, turn: Turn) -> None:
-        stream = turn.stream()
+        """The activation step and the reply; whatever stops it, the turn's context
+        (``_run_turn``) stores what came."""
         said = False  # reply text went out
         failure: LLMError | None = None
+        activated = activation_part(turn.activation)["activated"]
+        await self._send_step(msg, "Memory activation", {"activated": activated})
+        held = ""  # whitespace-only chunks, sent with the next one (module docstring)
         try:
-            activated = activation_part(turn.activation)["activated"]
-            await self._send_step(msg, "Memory activation", {"activated": activated})
-            held = ""  # whitespace-only chunks, sent with the next one (module docstring)
-            try:
-                async for text in stream:
-                    held += text
-                    if msg.streaming and held.strip():
-                        await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
-                        said, held = True, ""
-            except LLMError as exc:
-                failure = exc
-            finally:
-                await stream.aclose()
-            if not msg.streaming and held:
-                await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
-                said = True
-            if failure is not None:
-                await self._send_failure(
-                    msg.conversation_id,
-                    msg.id,
-                    "upstream_error",
-                    f"the chat model failed: {failure}",
-                    "the partial reply is stored marked incomplete",
-                    said=said,
-                )
-        finally:
-            if turn.merged is None:  # the stream never started: close the turn
-                await self.services.engine.abandon(turn)
+            async for text in turn.stream():
+                held += text
+                if msg.streaming and held.strip():
+                    await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
+                    said, held = True, ""
+        except LLMError as exc:
+            failure = exc
+        if not msg.streaming and held:
+            await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
+            said = True
+        if failure is not None:
+            await self._send_failure(
+                msg.conversation_id,
+                msg.id,
+                "upstream_error",
+                f"the chat model failed: {failure}",
+                "the partial reply is stored marked incomplete",
+                said=said,
+            )
+
+    async def _end(self, msg: UserMessage, turn: Turn) -> None:
+        """The memory report (a bounded wait), then ``complete``."""
         report = await memory_report(turn)
         if report is not None:
             await self._send_step(msg, "Memory report", report)

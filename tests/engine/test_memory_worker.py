@@ -1,8 +1,8 @@
 """The reply never waits for a hippocampus run; merges stay ordered and exactly-once.
 
-docs/architecture.md, "The turn": turn t+1 answers from the last merged state plus the
-turns not merged yet, verbatim; the memory worker merges a session's turns in order, one
-hippocampus run per batch of waiting turns.
+docs/architecture.md, "The rule between turns": turn t+1 answers from the last merged
+state plus the turns not merged yet, verbatim; the memory worker merges a session's turns
+in order, one hippocampus run per batch of waiting turns.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def hippo(background: str, *kept: str) -> str:
 
 async def reply(rig: Rig, text: str, session_id: str | None = None) -> Turn:
     """One turn, its reply streamed to the end (its merge may still be running)."""
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text=text, session_id=session_id))
-    async for _ in turn.stream():
-        pass
+    async with rig.engine.turn(TurnRequest(user_id="u1", text=text, session_id=session_id)) as turn:
+        async for _ in turn.stream():
+            pass
     return turn
 
 

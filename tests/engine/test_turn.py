@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.turn import TurnRequest
+from backend.engine.turn import Turn, TurnRequest
 from backend.llm.port import LLMStreamInterrupted, LLMUnavailable, ToolCall
 from backend.memory.types import Namespace
 from backend.sessions.store import SessionState
@@ -46,8 +46,10 @@ FACT = {
 async def test_turn_streams_persists_and_merges(rig: Rig) -> None:
     rig.chat.enqueue(["Hel", "lo ", "there"])
     rig.hippocampus.enqueue([hippo([FACT])])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="My sister Mei lives in Osaka"))
-    chunks = [text async for text in turn.stream()]
+    async with rig.engine.turn(
+        TurnRequest(user_id="u1", text="My sister Mei lives in Osaka")
+    ) as turn:
+        chunks = [text async for text in turn.stream()]
     assert chunks == ["Hel", "lo ", "there"]
     report = await turn.merged  # type: ignore[misc]
     transcript = rig.sessions.transcript(turn.session.id)
@@ -68,12 +70,12 @@ async def test_user_message_is_persisted_before_any_model_call(rig: Rig) -> None
     gate = asyncio.Event()
     rig.hippocampus.enqueue([hippo()], wait_for=gate)
     rig.chat.enqueue(["ok"])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="remember this"))
-    assert [m.content for m in rig.sessions.transcript(turn.session.id)] == ["remember this"]
-    assert rig.chat.calls == []
-    gate.set()
-    async for _ in turn.stream():
-        pass
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="remember this")) as turn:
+        assert [m.content for m in rig.sessions.transcript(turn.session.id)] == ["remember this"]
+        assert rig.chat.calls == []
+        gate.set()
+        async for _ in turn.stream():
+            pass
     await turn.merged  # type: ignore[misc]
 
 
@@ -81,8 +83,8 @@ async def test_slow_hippocampus_does_not_delay_the_reply(rig: Rig) -> None:
     gate = asyncio.Event()  # the hippocampus answers only when the test says so
     rig.hippocampus.enqueue([hippo()], wait_for=gate)
     rig.chat.enqueue(["fast", " reply"])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="hi"))
-    chunks = [text async for text in turn.stream()]
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="hi")) as turn:
+        chunks = [text async for text in turn.stream()]
     # The whole reply streamed and was stored while the hippocampus was still blocked.
     assert chunks == ["fast", " reply"]
     assert rig.sessions.transcript(turn.session.id)[-1].status == "complete"
@@ -123,9 +125,9 @@ async def test_turns_of_one_session_are_merged_in_order(rig: Rig) -> None:
     rig.hippocampus.enqueue([hippo(background="after turn 2", short_term=kept)])
     rig.chat.enqueue(["one"])
     rig.chat.enqueue(["two"])
-    turn1 = await rig.engine.begin(TurnRequest(user_id="u1", text="t1"))
-    async for _ in turn1.stream():
-        pass
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="t1")) as turn1:
+        async for _ in turn1.stream():
+            pass
     # Turn 2 replies while turn 1's hippocampus is still running...
     second = asyncio.ensure_future(
         rig.engine.run(TurnRequest(user_id="u1", text="t2", session_id=turn1.session.id))
@@ -149,9 +151,9 @@ async def test_sessions_run_concurrently(rig: Rig) -> None:
     rig.hippocampus.enqueue([hippo()])
     rig.chat.enqueue(["a"])
     rig.chat.enqueue(["b"])
-    turn1 = await rig.engine.begin(TurnRequest(user_id="u1", text="s1"))
-    async for _ in turn1.stream():
-        pass
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="s1")) as turn1:
+        async for _ in turn1.stream():
+            pass
     # Session 1's merge is blocked; a turn in another session is not.
     _, report = await asyncio.wait_for(rig.engine.run(TurnRequest(user_id="u2", text="s2")), 2)
     assert report["reply"]["status"] == "complete"
@@ -203,10 +205,10 @@ async def test_main_model_failure_keeps_the_partial_reply_marked(rig: Rig) -> No
     rig.chat.enqueue(
         ["half a ", LLMStreamInterrupted("connection dropped", partial_text="half a ")]
     )
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="tell me a story"))
     with pytest.raises(LLMStreamInterrupted):
-        async for _ in turn.stream():
-            pass
+        async with rig.engine.turn(TurnRequest(user_id="u1", text="tell me a story")) as turn:
+            async for _ in turn.stream():
+                pass
     report = await turn.merged  # type: ignore[misc]
     rows = rig.sessions.transcript(turn.session.id)
     assert (rows[-1].content, rows[-1].status) == ("half a ", "incomplete")
@@ -295,7 +297,8 @@ async def test_session_of_another_user_is_refused(rig: Rig) -> None:
     rig.chat.enqueue(["hi"])
     turn, _ = await rig.engine.run(TurnRequest(user_id="alice", text="hi", session_id="s-1"))
     with pytest.raises(SessionConflict):
-        await rig.engine.begin(TurnRequest(user_id="bob", text="peek", session_id="s-1"))
+        async with rig.engine.turn(TurnRequest(user_id="bob", text="peek", session_id="s-1")):
+            pytest.fail("a refused turn runs no block")
     assert turn.session.id == "s-1"
 
 
@@ -320,8 +323,8 @@ async def test_query_embedding_starts_before_the_session_io(rig: Rig) -> None:
     rig.sessions.load_state = load_state_after_embedding  # type: ignore[method-assign]
     rig.chat.enqueue(["ok"])
     rig.hippocampus.enqueue([hippo()])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="How is my sister Mei?"))
-    _ = [text async for text in turn.stream()]
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="How is my sister Mei?")) as turn:
+        _ = [text async for text in turn.stream()]
     await turn.merged  # type: ignore[misc]
     assert seen[0] is True
     assert embedder.calls == 1  # the activation used that embedding, not a second one
@@ -337,8 +340,10 @@ async def test_turns_trimmed_during_an_outage_reach_the_hippocampus_when_it_is_b
         rig.chat.enqueue(["ok"])
         rig.hippocampus.enqueue([LLMUnavailable("hippocampus down")])
         text = f"Topic {i}: " + "a long story about it " * 12
-        turn = await rig.engine.begin(TurnRequest(user_id="u1", text=text, session_id=session_id))
-        _ = [t async for t in turn.stream()]
+        async with rig.engine.turn(
+            TurnRequest(user_id="u1", text=text, session_id=session_id)
+        ) as turn:
+            _ = [t async for t in turn.stream()]
         await turn.merged  # type: ignore[misc]
         session_id = turn.session.id
     assert session_id is not None
@@ -347,8 +352,8 @@ async def test_turns_trimmed_during_an_outage_reach_the_hippocampus_when_it_is_b
     # Back: its prompt carries the oldest trimmed turns; its merge takes them off.
     rig.chat.enqueue(["ok"])
     rig.hippocampus.enqueue([hippo(background="Topics 0 to 8.")])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="hi", session_id=session_id))
-    _ = [t async for t in turn.stream()]
+    async with rig.engine.turn(TurnRequest(user_id="u1", text="hi", session_id=session_id)) as turn:
+        _ = [t async for t in turn.stream()]
     await turn.merged  # type: ignore[misc]
     prompt = rig.hippocampus.calls[-1].messages[-1]["content"]
     assert '"missed_turns"' in prompt and "Topic 0:" in prompt
@@ -366,7 +371,8 @@ async def test_a_new_session_whose_first_message_cannot_be_stored_is_not_kept(ri
 
     rig.sessions.append_message = append_fails  # type: ignore[method-assign]
     with pytest.raises(sqlite3.OperationalError):
-        await rig.engine.begin(TurnRequest(user_id="u1", text="hello", session_id="fresh"))
+        async with rig.engine.turn(TurnRequest(user_id="u1", text="hello", session_id="fresh")):
+            pytest.fail("a turn whose message was not stored runs no block")
     assert rig.sessions.list_sessions("u1") == []  # no empty session left behind
     assert rig.chat.calls == [] and rig.hippocampus.calls == []  # no model was called
     # An existing session is kept when one of its later messages fails.
@@ -376,11 +382,97 @@ async def test_a_new_session_whose_first_message_cannot_be_stored_is_not_kept(ri
     turn = await rig.engine.run(TurnRequest(user_id="u1", text="hi", session_id="kept"))
     rig.sessions.append_message = append_fails  # type: ignore[method-assign]
     with pytest.raises(sqlite3.OperationalError):
-        await rig.engine.begin(TurnRequest(user_id="u1", text="again", session_id="kept"))
+        async with rig.engine.turn(TurnRequest(user_id="u1", text="again", session_id="kept")):
+            pytest.fail("a turn whose message was not stored runs no block")
     assert [s.id for s in rig.sessions.list_sessions("u1")] == [turn[0].session.id]
     # And the session is not left locked: the next turn runs.
     rig.sessions.append_message = append  # type: ignore[method-assign]
     rig.chat.enqueue(["ok"])
     rig.hippocampus.enqueue([hippo()])
     again, _ = await rig.engine.run(TurnRequest(user_id="u1", text="back", session_id="kept"))
+    assert again.reply == "ok"
+
+
+class TransportFailed(Exception):
+    """A transport's own failure (a socket gone, a bug) inside a turn's block."""
+
+
+@pytest.mark.parametrize(
+    "leave", ["raises mid-reply", "cancelled mid-reply", "raises before reading", "never reads"]
+)
+async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_merge(
+    rig: Rig, leave: str
+) -> None:
+    # docs/architecture.md, "A turn is a context": leaving ``engine.turn`` ends the turn
+    # however the transport's block ended; a transport never has to close it itself.
+    merge_gate = asyncio.Event()  # turn 1's hippocampus answers only once the test says so
+    rig.hippocampus.enqueue([hippo()], wait_for=merge_gate)
+    rig.hippocampus.enqueue([hippo()])
+    if leave.endswith("mid-reply"):
+        rig.chat.enqueue(["half ", "the rest"])
+    rig.chat.enqueue(["next reply"])
+    reading = asyncio.Event()
+    entered: list[Turn] = []
+
+    async def transport() -> None:
+        async with rig.engine.turn(TurnRequest(user_id="u1", text="hi", session_id="s")) as turn:
+            entered.append(turn)
+            if leave == "raises before reading":
+                raise TransportFailed
+            if leave == "never reads":
+                return
+            async for _ in turn.stream():  # the stream stays suspended after its first chunk
+                if leave == "raises mid-reply":
+                    raise TransportFailed
+                reading.set()
+                await asyncio.Event().wait()  # a send that never completes: cancelled here
+
+    if leave == "cancelled mid-reply":
+        task = asyncio.ensure_future(transport())
+        await asyncio.wait_for(reading.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    elif leave.startswith("raises"):
+        with pytest.raises(TransportFailed):
+            await transport()
+    else:
+        await transport()
+    (turn,) = entered
+    # Leaving stored what the reply got to, and did not wait for the merge.
+    replies = [m for m in rig.sessions.transcript("s") if m.role == "assistant"]
+    if leave.endswith("mid-reply"):
+        assert [(m.content, m.status, m.error) for m in replies] == [
+            ("half ", "incomplete", "the client went away")
+        ]
+    else:
+        assert replies == []  # a reply never streamed leaves no row
+    assert turn.merged is not None and not turn.merged.done()
+    # The session is free: the next turn replies while turn 1's merge is still waiting.
+    async with asyncio.timeout(5):
+        async with rig.engine.turn(
+            TurnRequest(user_id="u1", text="again", session_id="s")
+        ) as turn2:
+            assert [text async for text in turn2.stream()] == ["next reply"]
+    # The merges are the engine's background work: drain() sees them through.
+    merge_gate.set()
+    await asyncio.wait_for(rig.engine.drain(), 5)
+    assert turn.merged.done() and turn2.merged is not None and turn2.merged.done()
+    report = turn.merged.result()
+    assert report["reply"] == {"status": "incomplete", "error": "the client went away"}
+    assert not rig.engine._locks["s"].locked()
+    assert rig.sessions.load_state("s").merged_seq == rig.sessions.transcript("s")[-1].seq
+
+
+async def test_begin_and_abandon_remain_the_low_level_form(rig: Rig) -> None:
+    rig.hippocampus.enqueue([hippo()])
+    rig.hippocampus.enqueue([hippo()])
+    rig.chat.enqueue(["ok"])
+    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="hi", session_id="s"))
+    await rig.engine.abandon(turn)  # waits for the merge, as it always did
+    assert turn.merged is not None and turn.merged.done()
+    assert turn.merged.result()["reply"]["error"] == "the client went away"
+    again, _ = await asyncio.wait_for(
+        rig.engine.run(TurnRequest(user_id="u1", text="back", session_id="s")), 5
+    )
     assert again.reply == "ok"

@@ -1,0 +1,276 @@
+"""A turn in flight: its reply streamed, stored, and handed to memory (docs/architecture.md,
+"One turn", steps 4 and 5).
+
+``TurnEngine.turn`` (``backend.engine.turn``) makes a ``Turn`` once the user message is
+stored and the memories recalled; ``Turn.stream`` yields the main model's text as it
+arrives and stores the reply as it ends. However the reply ends — complete, cut by a model
+failure, by the client going away, or never streamed — ``_finish`` stores it, releases the
+session for its next turn and gives the memory worker the turn's ``TurnOutcome``; the
+merge itself is background work the engine owns.
+
+Failure policy: a main-model failure is raised to the reader after the partial reply has
+been stored marked ``incomplete``; so is any other error (a bug), with the row still given
+a final status; the merge still runs so the next turn works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from backend.engine import report as reports
+from backend.engine.memory_worker import MemoryWorker, PendingTurn
+from backend.engine.merge import reinforce_recalled
+from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
+from backend.engine.turn_types import EngineParts, TurnOutcome
+from backend.llm.port import Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
+from backend.longterm.memory import Activation, WriteOutcome
+from backend.memory.types import Memory, Namespace
+from backend.personas import Persona
+from backend.sessions.store import Message, Session
+
+GONE = "the client went away"
+
+
+class TurnHost(EngineParts, Protocol):
+    """What a turn uses of its engine: the engine's parts and its memory worker."""
+
+    memory: MemoryWorker
+
+
+@dataclass
+class Turn:
+    """A turn in flight. Iterate ``stream()`` once; then ``merged`` resolves to the memory
+    report, once the memory worker has merged the turn."""
+
+    session: Session
+    persona: Persona
+    turn_id: str
+    activation: Activation | None
+    messages: list[dict[str, Any]]
+    _engine: TurnHost
+    _pending: PendingTurn | None  # None: a redo (regeneration, continuation), not merged
+    _release: Callable[[], None]  # the session's turn lock, once the reply is stored
+    _temperature: float | None = None
+    _max_tokens: int | None = None
+    _sampling: Sampling | None = None
+    kind: str = "turn"  # conversation_match.Kind
+    # A redo's stored reply: replaced by ``_base`` + the new text once the stream ends.
+    _target: Message | None = None
+    _base: str = ""
+    _redo_report: asyncio.Future[dict[str, Any]] | None = None
+    _redo_emotion: dict[str, Any] | None = None
+    reply: str = ""
+    status: str = "pending"
+    error: str | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    merged: asyncio.Future[dict[str, Any]] | None = None
+    reply_seq: int | None = None  # the reply's message seq, once stored
+    _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
+    _tool_recalled: list[Memory] = field(default_factory=list)
+    # Reinforcement starts with the first token: the recalled memories are in use by then.
+    _reinforced: asyncio.Future[None] | None = None
+    _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
+
+    @property
+    def namespace(self) -> Namespace:
+        return Namespace(self.session.user_id, self.persona.id)
+
+    @property
+    def recalled(self) -> list[Memory]:
+        return [] if self.activation is None else self.activation.memories
+
+    def stream(self) -> AsyncGenerator[str, None]:
+        """The reply's text as it arrives. Raises ``LLMError`` after storing what came."""
+        self._stream = self._streamed()
+        return self._stream
+
+    def outcome(self) -> TurnOutcome:
+        """How the reply ended, for the memory worker (``PendingTurn.outcome``)."""
+        return TurnOutcome(
+            reply=self.reply,
+            reply_seq=self.reply_seq,
+            status=self.status,
+            error=self.error,
+            activation=self.activation,
+            tool_outcomes=tuple(self._tool_outcomes),
+        )
+
+    async def close(self) -> None:
+        """End the turn however far it got (``TurnEngine.turn``'s exit; idempotent).
+
+        A stream cut mid-way ends as one whose client went away (the partial reply is
+        stored marked ``incomplete``); a turn whose stream never began ends the same way,
+        with no reply row. Either way the session is released and the merge is the
+        engine's background work, not the caller's: this waits for the reply's storing
+        only, never for the merge."""
+        stream = self._stream
+        if stream is not None:
+            if stream.ag_running:
+                return  # read by another task right now: its own end finishes the turn
+            await stream.aclose()  # a stream suspended mid-way: its ``finally`` stores it
+        if self.merged is None:  # the stream never began
+            self.merged = self._report_future()
+            await asyncio.shield(self.end_unstreamed(GONE))
+        # A report nobody reads may fail (the memory worker logs why): not an error here.
+        self.merged.add_done_callback(_retrieve)
+
+    def end_unstreamed(self, error: str) -> asyncio.Future[None]:
+        """End a turn whose reply never streamed: stored as ``incomplete`` with ``error``
+        (no reply row), released, handed to memory. Spawned at once, so no cancellation
+        of the caller can stop it."""
+        self.status, self.error = "incomplete", error
+        return self._engine._spawn(self._finish(None))
+
+    async def _streamed(self) -> AsyncGenerator[str, None]:
+        engine = self._engine
+        # The pending reply row is written while the model starts, off the TTFT path (a
+        # redo replaces its target row at the end instead).
+        reply_row = None
+        if self._target is None:
+            reply_row = asyncio.ensure_future(
+                asyncio.to_thread(
+                    engine.sessions.append_message,
+                    self.session.id,
+                    "assistant",
+                    "",
+                    status="pending",
+                    turn_id=self.turn_id,
+                )
+            )
+        parts: list[str] = []
+        try:
+            async for text in self._generate(parts):
+                if self._reinforced is None and self._target is None:
+                    self._reinforced = engine._spawn(
+                        reinforce_recalled(
+                            engine.long_term, self.namespace, self.recalled, self.session.id
+                        )
+                    )
+                yield text
+            self.status = "complete"
+        except LLMError as exc:
+            self.status, self.error = "incomplete", str(exc)
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            self.status, self.error = "incomplete", GONE
+            raise
+        except Exception as exc:  # a bug, not the model: the row still gets a final status
+            self.status, self.error = "incomplete", f"the turn failed: {exc!r}"
+            raise
+        finally:
+            self.reply = "".join(parts)
+            # Spawned before anything is awaited: a client that goes away can cancel this
+            # generator again mid-finally, and the row must be finished (and the session
+            # released) all the same.
+            stored = engine._spawn(self._finish(reply_row, streamed=True))
+            self.merged = self._report_future()
+            await asyncio.shield(stored)
+
+    def _report_future(self) -> asyncio.Future[dict[str, Any]]:
+        if self._pending is not None:
+            return self._pending.report
+        assert self._redo_report is not None
+        return self._redo_report
+
+    async def _finish(self, reply_row: asyncio.Future[Any] | None, streamed: bool = False) -> None:
+        """Store the reply, let the session's next turn begin, hand the turn to memory."""
+        try:
+            if self._target is not None:
+                if streamed and self.reply:
+                    await self._replace_target()
+            elif reply_row is not None:
+                row = await reply_row
+                self.reply_seq = row.seq
+                sessions = self._engine.sessions
+                await asyncio.to_thread(
+                    sessions.finish_message, row.id, self.reply, self.status, self.error
+                )
+        finally:
+            if self._pending is not None:  # before the next turn can redo this reply
+                self._pending.outcome = self.outcome()
+            self._release()
+            engine = self._engine
+            await reinforce_recalled(
+                engine.long_term, self.namespace, self._tool_recalled, self.session.id
+            )
+            if self._reinforced is not None:
+                await self._reinforced
+            if self._pending is not None and not self._pending.reply_done.done():
+                self._pending.reply_done.set_result(None)
+            if self._redo_report is not None and not self._redo_report.done():
+                self._redo_report.set_result(self._redo_summary())
+
+    async def _replace_target(self) -> None:
+        """A redo's reply takes its target's place, in the transcript and in short-term
+        memory (once merged); long-term memory is left alone: the turn's facts were
+        written when it first ran."""
+        target = self._target
+        assert target is not None
+        content = self._base + self.reply
+        sessions = self._engine.sessions
+        await asyncio.to_thread(
+            sessions.replace_message, target.id, content, self.status, self.error
+        )
+        self.reply_seq = target.seq
+        self._engine.memory.replace_reply(self.session.id, target, content)
+
+    def _redo_summary(self) -> dict[str, Any]:
+        """A redo's memory report: what it recalled; nothing was merged or written."""
+        return {
+            "turn_id": self.turn_id,
+            **reports.activation_part(self.activation),
+            **reports.outcomes_part(self._tool_outcomes),
+            "hippocampus": {"status": "skipped", "reason": f"{self.kind}: nothing new to merge"},
+            "reply": {"status": self.status, "error": self.error},
+            "user_emotion": self._redo_emotion,
+        }
+
+    async def _generate(self, parts: list[str]) -> AsyncIterator[str]:
+        engine = self._engine
+        model = engine.chat
+        messages = list(self.messages)
+        tools_on = engine.settings.use_tools and model.supports_tools
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            offer_tools = tools_on and round_ < MAX_TOOL_ROUNDS
+            calls: list[ToolCall] = []
+            async for delta in model.stream(
+                messages,
+                tools=MEMORY_TOOLS if offer_tools else None,
+                temperature=self._temperature,
+                max_tokens=self._max_tokens,
+                sampling=self._sampling,
+            ):
+                if isinstance(delta, TextDelta) and delta.text:
+                    parts.append(delta.text)
+                    yield delta.text
+                elif isinstance(delta, ToolCall):
+                    calls.append(delta)
+                elif isinstance(delta, Usage):
+                    self.usage = delta
+                elif isinstance(delta, Finish):
+                    self.finish_reason = delta.reason
+            if not calls:
+                return
+            # Execute the memory tools server-side and continue the same visible answer.
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "".join(parts) or None,
+                    "tool_calls": [call.as_message_part() for call in calls],
+                }
+            )
+            tools = MemoryTools(engine.long_term, self.namespace, self.session.id)
+            for call in calls:
+                result = await asyncio.to_thread(tools.execute, call.name, call.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            self._tool_outcomes += tools.outcomes
+            self._tool_recalled += tools.recalled
+
+
+def _retrieve(report: asyncio.Future[Any]) -> None:
+    if not report.cancelled():
+        report.exception()
