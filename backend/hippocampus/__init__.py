@@ -3,9 +3,11 @@
 Pure (docs/architecture.md): no I/O, no clock, no model calls. The engine calls the model
 with ``build_messages(...)`` and ``HIPPOCAMPUS_SCHEMA``, parses the answer with
 ``parse_result`` (``HippocampusParseError`` → failure fallback), and folds it into the
-session state with ``merge`` (``result=None`` is the failure fallback). See docs/architecture.md.
+session state with ``merge`` (``result=None`` is the failure fallback). The contracts
+("full" and "compact") are described in docs/memory-formation.md.
 
-Modules: ``state`` (types), ``prompt``, ``schema``, ``parse``, ``merge``, ``budget``.
+Modules: ``state`` (types), ``prompt``, ``schema``, ``extract`` (finding the JSON object
+in an answer), ``parse``, ``compact`` (the small models' contract), ``merge``, ``budget``.
 """
 
 from __future__ import annotations

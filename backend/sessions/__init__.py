@@ -1,6 +1,8 @@
 """Sessions: the SQL session store (SQLite, or PostgreSQL for a cluster).
 
-- ``store``: ``SessionStore``, transcripts, short-term memory, pending replies;
+- ``store``: ``SessionStore``, the sessions themselves; it mixes in ``transcript``
+  (messages, pending and partial replies) and ``derived_state`` (the hippocampus's
+  state and the turn reports);
 - ``db``, ``schema``, ``records``: the database handle, its migrations, row types;
 - ``locks``: per-session locks across processes;
 - ``cluster_jobs``: jobs that exactly one process of a cluster runs.
