@@ -132,7 +132,7 @@ class MemoryWorker:
         self._pending.setdefault(session_id, []).append(pending)
         if session_id not in self._running:
             self._running.add(session_id)
-            self._engine._spawn(self._run(session_id))
+            self._engine.spawn(self._run(session_id))
 
     async def _run(self, session_id: str) -> None:
         delay = FIRST_POLL_S
@@ -239,7 +239,7 @@ class MemoryWorker:
         for pending in self._pending.get(session_id, []):
             if pending.outcome is not None and pending.outcome.reply_seq == target.seq:
                 pending.outcome = dataclasses.replace(pending.outcome, reply=content)
-        self._engine._spawn(self._patch_reply(session_id, target, content))
+        self._engine.spawn(self._patch_reply(session_id, target, content))
 
     async def _patch_reply(self, session_id: str, target: Message, content: str) -> None:
         sessions = self._engine.sessions
@@ -308,7 +308,7 @@ class MemoryWorker:
         result, info = await run_hippocampus(engine, seen, newest.user_text, persona)
         await asyncio.gather(*(p.activated for p in mine))
         recalled: list[Memory] = [m for p in mine for m in p.activated.result()]
-        writes = engine._spawn(
+        writes = engine.spawn(
             write_long_term(
                 engine, seen, newest.user_text, persona, result, namespace, recalled, session_id
             )

@@ -159,7 +159,7 @@ class TurnEngine:
             nonlocal released
             if not released:
                 released = True
-                self._spawn(self._unlock(held, lock))
+                self.spawn(self._unlock(held, lock))
 
         try:
             # A reply left pending by a process that died mid-turn is now known dead.
@@ -361,7 +361,9 @@ class TurnEngine:
             log.exception("activation failed for session %s", turn.session.id)
             return None
 
-    def _spawn(self, coro: Any) -> asyncio.Future[Any]:
+    def spawn(self, coro: Any) -> asyncio.Future[Any]:
+        """Background work the engine owns: ``drain`` waits for it (merges, reinforcement,
+        storing a reply whose client left)."""
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

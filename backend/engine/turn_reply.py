@@ -123,7 +123,7 @@ class Turn:
         (no reply row), released, handed to memory. Spawned at once, so no cancellation
         of the caller can stop it."""
         self.status, self.error = "incomplete", error
-        return self._engine._spawn(self._finish(None))
+        return self._engine.spawn(self._finish(None))
 
     async def _streamed(self) -> AsyncGenerator[str, None]:
         engine = self._engine
@@ -145,7 +145,7 @@ class Turn:
         try:
             async for text in self._generate(parts):
                 if self._reinforced is None and self._target is None:
-                    self._reinforced = engine._spawn(
+                    self._reinforced = engine.spawn(
                         reinforce_recalled(
                             engine.long_term, self.namespace, self.recalled, self.session.id
                         )
@@ -166,7 +166,7 @@ class Turn:
             # Spawned before anything is awaited: a client that goes away can cancel this
             # generator again mid-finally, and the row must be finished (and the session
             # released) all the same.
-            stored = engine._spawn(self._finish(reply_row, streamed=True))
+            stored = engine.spawn(self._finish(reply_row, streamed=True))
             self.merged = self._report_future()
             await asyncio.shield(stored)
 

@@ -92,6 +92,6 @@ class EngineParts(Protocol):
     hippocampus: ChatModel
     settings: TurnSettings
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run ``coro`` as background work the engine owns (``TurnEngine.drain``)."""
         ...

@@ -1,0 +1,169 @@
+"""The import rule of docs/architecture.md, checked on the source: imports go down the
+layers only, no module imports another in a circle, and no module reaches into another
+module's private names.
+
+Only imports that run when a module is imported count (module level, outside
+``if TYPE_CHECKING:``): an import inside a function is a deliberate late binding.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+BACKEND = Path(__file__).resolve().parents[1] / "backend"
+
+# docs/architecture.md, "Layers": a package may import the ones below it, never above.
+LAYERS = {
+    "cli": 6,
+    "web": 5,
+    "engine": 4,
+    "longterm": 3,
+    "hippocampus": 3,
+    "config": 2.5,  # config*.py, personas.py, persona_import.py: settings and cards
+    "llm": 2,
+    "embeddings": 2,
+    "stores": 2,
+    "sessions": 2,
+    "memory": 1,
+    "leaf": 0,  # clock.py, storable_text.py, runtime.py, data_dir_lock.py
+}
+SETTINGS_MODULES = {"config", "config_errors", "config_memory", "config_roles", "config_sources"}
+SETTINGS_MODULES |= {"personas", "persona_import"}
+# Adapters beside each other, by design (docs/architecture.md, "The import rule").
+ALLOWED_SIDEWAYS = {("stores.change_feed", "sessions.db"), ("config", "llm.presets")}
+# Private attributes of third-party objects that are their public API (SQLAlchemy's
+# ``Row._mapping``) or that we read on purpose (llama.cpp's context, chromadb's session).
+THIRD_PARTY_PRIVATE = {"_mapping", "_ctx", "_session"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in BACKEND.rglob("*.py"):
+        rel = path.relative_to(BACKEND).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts) or "__init__"] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _group(module: str) -> str:
+    top = module.split(".")[0]
+    if top == "__main__":
+        return "cli"  # ``python -m backend``: the command line
+    if top in SETTINGS_MODULES:
+        return "config"
+    return top if top in LAYERS else "leaf"
+
+
+def _layer(module: str) -> float:
+    return LAYERS[_group(module)]
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The backend modules ``path`` imports at import time."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, block, []):
+                        visit(child.body if isinstance(child, ast.ExceptHandler) else [child])
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    names.add(f"{node.module}.{alias.name}")
+                    names.add(node.module)
+
+    visit(tree.body)
+    resolved = set()
+    for name in names:
+        if not name.startswith("backend."):
+            continue
+        module = name.removeprefix("backend.")
+        if module in MODULES:
+            resolved.add(module)
+    # ``from backend.x import y`` where y is a module: keep y, drop the package x
+    return {m for m in resolved if not any(o.startswith(m + ".") for o in resolved)}
+
+
+GRAPH = {name: _runtime_imports(path) for name, path in MODULES.items()}
+
+
+def test_imports_go_down_the_layers() -> None:
+    wrong = []
+    for module, imported in GRAPH.items():
+        for target in imported:
+            if _group(target) == _group(module) or (module, target) in ALLOWED_SIDEWAYS:
+                continue
+            if _layer(target) >= _layer(module):
+                wrong.append(f"{module} (layer {_layer(module)}) imports {target}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_circles() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in GRAPH.get(node, ()):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in GRAPH:
+        if node not in index:
+            connect(node)
+    assert not cycles, cycles
+
+
+def test_no_module_reads_another_modules_private_names() -> None:
+    wrong = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        local = {
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("backend"):
+                wrong += [
+                    f"{module}:{node.lineno} imports {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__") or node.attr in THIRD_PARTY_PRIVATE:
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and (owner.id in {"self", "cls"} or owner.id in local):
+                continue
+            wrong.append(f"{module}:{node.lineno} reads {ast.unparse(node)}")
+    assert not wrong, "\n".join(sorted(wrong))
