@@ -1,19 +1,9 @@
 """The NeMo Agent Toolkit UI's WebSocket mode at ``/websocket`` (docs/api.md).
 
-Client → server, one JSON text frame per message (the UI's: components/Chat/Chat.tsx
-:994-1005 in NVIDIA/NeMo-Agent-Toolkit-UI)::
-
-    {"type": "user_message", "schema_type": "chat_stream", "id": "m1",
-     "conversation_id": "c1", "model": "companion",            # model: optional persona
-     "content": {"messages": [{"role": "user",
-                               "content": [{"type": "text", "text": "hi"}]}]}}
-
-``content`` may also be a plain string, or ``{"text": ...}``; a message's ``content`` may be
-a string or a list of text parts. As in the HTTP API the last user message is the turn;
-earlier user/assistant messages (the UI's "chat history" setting) are lined up with the
-conversation's transcript (``backend.engine.session_placement``: the same message again
-redoes its reply, an edit starts a branch, a new conversation is seeded with them); system
-messages are appended to the persona's prompt.
+Client → server: one JSON text frame per ``user_message``; its shape, and how it is read
+into a turn or refused, is ``backend.web.websocket_messages``'s. This module is the
+connection: it receives the messages, runs a turn per message (``TurnEngine.turn``, as
+the HTTP routes do) and sends the answers.
 
 Server → client, every message with a non-empty ``conversation_id`` (the client's, or a
 new id when it sent none; it is also the session id of the turn) and ``parent_id`` (the
@@ -65,7 +55,6 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -75,120 +64,25 @@ from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, Turn, TurnRequest
 from backend.llm.port import LLMError
 from backend.personas import UnknownPersona
-from backend.sessions.store import MAX_SESSION_ID
-from backend.storable_text import unstorable_reason
 from backend.web.deps import websocket_user
 from backend.web.turn_steps import memory_report
+from backend.web.websocket_messages import (
+    BadMessage,
+    UserMessage,
+    client_conversation_id,
+    parse_user_message,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["websocket"])
 
-STREAMING_SCHEMAS = frozenset({"chat_stream", "generate_stream"})
-BATCH_SCHEMAS = frozenset({"chat", "generate"})
 POLICY_VIOLATION = 1008  # RFC 6455 close code
 MAX_IN_FLIGHT = 32  # turns one socket may run at once; more are refused, not queued
 REFUSED = "nothing was stored; the connection stays open"  # details of a refused message
 
 
-class BadMessage(Exception):
-    """A client message the server cannot run; answered with an ``error`` message."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 class _Gone(Exception):
     """The socket is closed: nothing more can be sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class UserMessage:
-    id: str | None
-    conversation_id: str
-    text: str
-    persona: str | None
-    streaming: bool
-    system: str | None = None
-    history: tuple[tuple[str, str], ...] = ()
-
-
-def _part_text(content: Any) -> str | None:
-    """The text of one message's content: a string or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            part.get("text")
-            for part in content
-            if isinstance(part, dict) and part.get("type", "text") == "text"
-        ]
-        return "".join(t for t in texts if isinstance(t, str))
-    return None
-
-
-def _conversation_id(data: dict[str, Any]) -> str | None:
-    """The client's conversation id; ``None`` when it sent none (a new one is made)."""
-    value = data.get("conversation_id")
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str) or len(value.strip()) > MAX_SESSION_ID:
-        raise BadMessage(
-            "invalid_conversation_id",
-            f"conversation_id must be a string of at most {MAX_SESSION_ID} characters",
-        )
-    return value.strip()
-
-
-def parse_user_message(
-    data: dict[str, Any], conversation_id: str, default_persona: str | None, limit: int
-) -> UserMessage:
-    """A ``user_message`` as a turn to run. Raises ``BadMessage``."""
-    kind = data.get("type")
-    if kind != "user_message":
-        raise BadMessage("unsupported_type", f"unsupported message type {kind!r}")
-    schema = data.get("schema_type") or "chat_stream"
-    if schema not in STREAMING_SCHEMAS | BATCH_SCHEMAS:
-        raise BadMessage("unsupported_schema_type", f"unsupported schema_type {schema!r}")
-    content = data.get("content")
-    system: list[str] = []
-    history: list[tuple[str, str]] = []
-    text: str | None = None
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, dict) and isinstance(content.get("messages"), list):
-        messages = [m for m in content["messages"] if isinstance(m, dict)]
-        if messages and messages[-1].get("role", "user") == "user":
-            text = _part_text(messages[-1].get("content"))
-        for m in messages[:-1]:
-            body = _part_text(m.get("content")) or ""
-            if m.get("role") in ("system", "developer"):
-                system.append(body)
-            elif m.get("role") in ("user", "assistant"):
-                history.append((m["role"], body))
-    elif isinstance(content, dict) and isinstance(content.get("text"), str):
-        text = content["text"]
-    if text is None or not text.strip():
-        raise BadMessage("invalid_messages", "the message must end with a non-empty user message")
-    if len(text) > limit:
-        raise BadMessage("message_too_large", f"the message is longer than {limit} characters")
-    reason = unstorable_reason(text)
-    if reason is not None:
-        raise BadMessage("invalid_messages", f"the message {reason}")
-    persona = data.get("model")
-    if persona is not None and not isinstance(persona, str):
-        raise BadMessage("invalid_model", "model must be a persona id")
-    message_id = data.get("id")
-    return UserMessage(
-        id=str(message_id) if isinstance(message_id, str | int) else None,
-        conversation_id=conversation_id,
-        text=text,
-        persona=persona or default_persona,
-        streaming=schema in STREAMING_SCHEMAS,
-        system="\n\n".join(s for s in system if s) or None,
-        history=tuple(history),
-    )
 
 
 class _Ordering:
@@ -343,7 +237,7 @@ class Connection:
                 raise BadMessage("invalid_message", "the message must be a JSON object")
             if isinstance(data.get("id"), str | int):
                 parent_id = str(data["id"])
-            conversation_id = _conversation_id(data)
+            conversation_id = client_conversation_id(data)
             msg = parse_user_message(
                 data,
                 conversation_id or uuid.uuid4().hex,
@@ -371,6 +265,11 @@ class Connection:
     # --- one turn ----------------------------------------------------------------------
 
     async def _run_turn(self, msg: UserMessage) -> None:
+        """One message's turn, a task of its own: ``_begin`` enters ``TurnEngine.turn``
+        (``backend.engine.turn``: the message stored, the memories recalled), ``_stream``
+        sends the reply as ``Turn.stream`` yields it (``backend.engine.turn_reply``), and
+        leaving the stack stores the reply; ``_end`` then sends the memory report (the
+        background merge, ``backend.engine.memory_worker``) and ``complete``."""
         try:
             async with contextlib.AsyncExitStack() as stack:  # the turn's lifetime
                 turn = await self._begin(msg, stack)
