@@ -127,7 +127,8 @@ class MemoryWorker:
         self._running: set[str] = set()
 
     def submit(self, pending: PendingTurn) -> None:
-        """Queue a turn whose user message is stored; its session's worker starts now."""
+        """Queue a turn whose user message is stored; its session's worker starts now.
+        Called by ``TurnEngine.begin`` once activation is done (``backend.engine.turn``)."""
         session_id = pending.session_id
         self._pending.setdefault(session_id, []).append(pending)
         if session_id not in self._running:
@@ -296,6 +297,13 @@ class MemoryWorker:
         merged_seq: int,
         batch: list[TurnMessages],
     ) -> None:
+        """One batch merged: the hippocampus run (``merge.run_hippocampus``); its
+        long-term candidates through the save gate as soon as it is in
+        (``merge.write_long_term``, spawned: it ends in
+        ``LongTermMemory.write_or_queue``); then, once the replies are stored
+        (``PendingTurn.reply_done``, set by ``backend.engine.turn_reply``), the turns
+        folded into the state (``hippocampus.merge``), saved over the state read, and
+        reported."""
         engine = self._engine
         own = self._own(session_id)
         mine = [own[g.turn_id] for g in batch if g.turn_id in own]

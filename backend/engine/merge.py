@@ -41,7 +41,6 @@ from backend.hippocampus.compact import (
 )
 from backend.llm.port import LLMError
 from backend.longterm.memory import LongTermMemory, WriteOutcome
-from backend.longterm.outbox_replay import write_or_queue
 from backend.memory.screening import Screened, accepted, screen
 from backend.memory.types import GatePolicy, Memory, Namespace
 from backend.personas import Persona
@@ -95,6 +94,8 @@ async def _ask(
 async def run_hippocampus(
     engine: EngineParts, state: SessionMemoryState, text: str, persona: Persona
 ) -> tuple[HippocampusResult | None, dict[str, Any]]:
+    """One hippocampus run on ``state`` and the newest message ``text``: its result, or
+    ``None`` (the merge's fallback), and its info for the memory report."""
     started = time.perf_counter()
     info: dict[str, Any] = {
         "status": "ok",
@@ -130,9 +131,12 @@ async def write_long_term(
 ) -> tuple[list[WriteOutcome], str | None]:
     """Long-term candidates → save gate → store, as soon as the hippocampus is in.
 
-    A store outage queues the candidates in the outbox (``queue`` outcomes, replayed
-    later by ``outbox_loop``); only a write that could be neither applied nor queued
-    is reported as ``write_error``.
+    The candidates that pass rule 0 (``screen_candidates``) go to
+    ``LongTermMemory.write_or_queue`` (``backend.longterm.memory``): the rest of the
+    gate, then the store; this is where a turn ends. A store outage queues the
+    candidates in the outbox (``queue`` outcomes, replayed later by
+    ``backend.longterm.outbox_replay.outbox_loop``); only a write that could be neither
+    applied nor queued is reported as ``write_error``.
     """
     if result is None or not result.long_term:
         return [], None
@@ -149,8 +153,7 @@ async def write_long_term(
         return rejected, None
     try:
         outcomes = await asyncio.to_thread(
-            write_or_queue,
-            engine.long_term,
+            engine.long_term.write_or_queue,
             namespace,
             passed,
             recalled=list(recalled),

@@ -125,7 +125,11 @@ class TurnEngine:
         error with nothing held; leaving waits for the reply's storing (``Turn.close``),
         never for the merge. A turn that outlives one block (a response streamed after
         its handler returned) is entered on a ``contextlib.AsyncExitStack``, closed
-        where the response ends."""
+        where the response ends.
+
+        Next, the caller reads ``Turn.stream`` (``backend.engine.turn_reply``), which
+        stores the reply as it ends; the memory worker (``backend.engine.memory_worker``)
+        already has the turn, and merges it once the reply is stored."""
         turn = await self.begin(request)
         try:
             yield turn
@@ -191,6 +195,11 @@ class TurnEngine:
         release: Callable[[], None],
         query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
+        """``begin``'s work under the session's lock, in the order of "One turn": what the
+        request does in the session (a turn, a redo, a reply: ``conversation_match``),
+        the user message stored (step 1), the ``Turn`` made, activation (step 3) and the
+        main prompt; then, in ``finally``, the ``PendingTurn`` (none for a redo) handed
+        to the memory worker (step 2: ``MemoryWorker.submit`` starts the hippocampus)."""
         session, created = resolved.session, resolved.created
         turn_id = uuid.uuid4().hex
         try:

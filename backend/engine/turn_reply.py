@@ -177,7 +177,9 @@ class Turn:
         return self._redo_report
 
     async def _finish(self, reply_row: asyncio.Future[Any] | None, streamed: bool = False) -> None:
-        """Store the reply, let the session's next turn begin, hand the turn to memory."""
+        """Store the reply, let the session's next turn begin, hand the turn to memory:
+        ``PendingTurn.outcome`` then ``reply_done``, which the memory worker's merge
+        waits for (``backend.engine.memory_worker``) before folding the reply in."""
         try:
             if self._target is not None:
                 if streamed and self.reply:

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from backend.longterm.memory import LongTermMemory, WriteOutcome
 from backend.longterm.outbox import OutboxError
-from backend.memory.types import Candidate, GatePolicy, Memory, Namespace
 from backend.stores.vector_port import VectorStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -37,21 +35,6 @@ MIN_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 5.0
 PASS_LIMIT = 50  # entries per pass, so that one pass stays short
 STOP_WAIT_S = 10.0  # at shutdown, how long a pass in flight may take to finish
-
-
-def write_or_queue(
-    long_term: LongTermMemory,
-    ns: Namespace,
-    candidates: Sequence[Candidate],
-    *,
-    recalled: Sequence[Memory] = (),
-    source_session: str | None = None,
-    gate_policy: GatePolicy | None = None,
-) -> list[WriteOutcome]:
-    """``LongTermMemory.write_or_queue``, kept for callers not yet switched to it."""
-    return long_term.write_or_queue(
-        ns, candidates, recalled=recalled, source_session=source_session, gate_policy=gate_policy
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,9 @@ async def nemo_chat_stream(
 async def _chat(
     request: Request, body: ChatRequest, user: str, services: Any, *, steps: bool
 ) -> Any:
+    """One request (module docstring, "One turn"): a utility request's plain completion
+    (``_plain``), or a turn: read, begun (``begin_turn``), answered by ``respond``, which
+    ends the turn where the response ends."""
     chat = _read(body, services.engine.chat)
     headers_in = {key.lower(): value for key, value in request.headers.items()}
     utility = utility_kind(headers_in, body.model_dump(exclude_none=True))

@@ -14,7 +14,7 @@ import pytest
 from backend.clock import FixedClock
 from backend.longterm.memory import LongTermMemory
 from backend.longterm.outbox import WriteOutbox
-from backend.longterm.outbox_replay import outbox_loop, write_or_queue
+from backend.longterm.outbox_replay import outbox_loop
 from backend.memory.types import Candidate, Memory, Namespace
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.stores.test_outbox import SwitchedStore
@@ -58,7 +58,7 @@ async def test_the_loop_replays_once_the_store_is_back(tmp_path: Path) -> None:
     store = SwitchedStore()
     ltm = memory(store, tmp_path)
     store.down = True
-    assert [o.action for o in write_or_queue(ltm, NS, [FACT])] == ["queue"]
+    assert [o.action for o in ltm.write_or_queue(NS, [FACT])] == ["queue"]
     loop = asyncio.ensure_future(
         outbox_loop(ltm, idle_s=0.01, min_backoff_s=0.01, max_backoff_s=0.02)
     )
@@ -77,7 +77,7 @@ async def test_stopping_waits_for_the_pass_in_flight(tmp_path: Path) -> None:
     store = HeldStore()
     ltm = memory(store, tmp_path)
     store.down = True
-    write_or_queue(ltm, NS, [FACT])
+    ltm.write_or_queue(NS, [FACT])
     store.down = False
     loop = asyncio.ensure_future(outbox_loop(ltm, idle_s=0.01, min_backoff_s=0.01))
     await until(store.entered.is_set)  # the replay is inside the store's upsert

@@ -20,7 +20,7 @@ import pytest
 from backend.clock import FixedClock
 from backend.longterm.memory import LongTermMemory, WriteInterrupted
 from backend.longterm.outbox import MAX_ATTEMPTS, PendingWrite, WriteOutbox
-from backend.longterm.outbox_replay import replay_once, write_or_queue
+from backend.longterm.outbox_replay import replay_once
 from backend.memory.types import Candidate, Emotion, GatePolicy, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStoreUnavailable
@@ -131,8 +131,8 @@ def test_an_outage_queues_the_candidates_and_replay_writes_each_once(
     ltm: LongTermMemory, store: SwitchedStore
 ) -> None:
     store.down = True
-    outcomes = write_or_queue(
-        ltm, NS, [fact("Mei lives in Osaka"), fact("The user is a nurse")], source_session="s-1"
+    outcomes = ltm.write_or_queue(
+        NS, [fact("Mei lives in Osaka"), fact("The user is a nurse")], source_session="s-1"
     )
     assert [o.action for o in outcomes] == ["queue", "queue"]
     assert outbox_of(ltm).counts() == (2, 0)
@@ -159,7 +159,7 @@ def test_an_outage_mid_batch_queues_only_what_was_not_applied(
     assert [o.action for o in raised.value.outcomes] == ["write"]
     assert [c.content for c in raised.value.remaining] == [c.content for c in candidates[1:]]
     store.down, store.upserts_left = False, 1
-    outcomes = write_or_queue(ltm, NS, candidates)
+    outcomes = ltm.write_or_queue(NS, candidates)
     assert [o.action for o in outcomes] == ["write", "queue", "queue"]
     assert outbox_of(ltm).counts() == (2, 0)
     store.down, store.upserts_left = False, None
@@ -172,7 +172,7 @@ def test_replay_resumes_where_an_outage_stopped_it(
     ltm: LongTermMemory, store: SwitchedStore
 ) -> None:
     store.down = True
-    write_or_queue(ltm, NS, [fact("Mei lives in Osaka"), fact("The user is a nurse")])
+    ltm.write_or_queue(NS, [fact("Mei lives in Osaka"), fact("The user is a nurse")])
     store.down, store.upserts_left = False, 1
     report = replay_once(ltm)
     assert report.stopped is not None and [o.action for o in report.outcomes] == ["write"]
@@ -189,17 +189,17 @@ def test_writes_of_a_namespace_queue_behind_its_pending_ones(
     ltm: LongTermMemory, store: SwitchedStore
 ) -> None:
     store.down = True
-    write_or_queue(ltm, NS, [fact("The user lives in Berlin", keywords=("lives", "berlin"))])
+    ltm.write_or_queue(NS, [fact("The user lives in Berlin", keywords=("lives", "berlin"))])
     store.down = False  # back, but the Berlin fact has not been replayed yet
     update = fact(
         "The user moved to Lisbon", keywords=("lives", "lisbon"), supersedes="lives in Berlin"
     )
-    outcomes = write_or_queue(ltm, NS, [update])
+    outcomes = ltm.write_or_queue(NS, [update])
     assert [(o.action, o.reason) for o in outcomes] == [
         ("queue", "queued behind earlier writes waiting for the store")
     ]
     other = Namespace("bob", "companion")  # another namespace is not held up
-    assert [o.action for o in write_or_queue(ltm, other, [fact("Bob is a baker")])] == ["write"]
+    assert [o.action for o in ltm.write_or_queue(other, [fact("Bob is a baker")])] == ["write"]
     report = replay_once(ltm)
     assert [o.action for o in report.outcomes] == ["write", "supersede"]
     assert live(ltm) == ["The user moved to Lisbon"]  # Berlin kept, superseded
@@ -212,7 +212,7 @@ def test_replay_applies_the_echo_rule_with_the_turns_recalled_memories(
     [written] = ltm.write(NS, [fact("Mei lives in Osaka")])
     recalled = ltm.store.get(NS, [written.memory_id or ""])
     store.down = True
-    outcomes = write_or_queue(ltm, NS, [fact("Mei lives in Osaka")], recalled=recalled)
+    outcomes = ltm.write_or_queue(NS, [fact("Mei lives in Osaka")], recalled=recalled)
     assert [o.action for o in outcomes] == ["queue"]
     store.down = False
     [outcome] = replay_once(ltm).outcomes
@@ -226,8 +226,8 @@ def test_a_failing_entry_is_parked_and_the_queue_drains(
 ) -> None:
     bob = Namespace("bob", "companion")
     store.down = True
-    write_or_queue(ltm, NS, [fact("Mei lives in Osaka")])
-    write_or_queue(ltm, bob, [fact("Bob is a baker")])
+    ltm.write_or_queue(NS, [fact("Mei lives in Osaka")])
+    ltm.write_or_queue(bob, [fact("Bob is a baker")])
     store.down, store.broken = False, RuntimeError("a bug, not an outage")
     for _ in range(MAX_ATTEMPTS - 1):  # the oldest entry fails and holds the queue
         report = replay_once(ltm)
@@ -264,4 +264,4 @@ def test_without_an_outbox_the_outage_is_raised(store: SwitchedStore) -> None:
     plain = LongTermMemory(store, BagOfWordsEmbedder(), FixedClock(T0))
     store.down = True
     with pytest.raises(VectorStoreUnavailable):
-        write_or_queue(plain, NS, [fact("Mei lives in Osaka")])
+        plain.write_or_queue(NS, [fact("Mei lives in Osaka")])
