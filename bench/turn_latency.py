@@ -16,7 +16,7 @@ the app's ``build_services`` (a ``SessionStore`` and the outbox in the temp dir,
 default persona from ``personas/``, memory settings as the app's defaults).
 
 1. TTFT overhead. For ``--repeats`` turns of one session (after ``--warmup`` turns), the
-   time from calling ``engine.begin(...)`` to the first text chunk of ``turn.stream()``;
+   time from entering ``engine.turn(...)`` to the first text chunk of ``turn.stream()``;
    each turn's merge is awaited before the next (per-session ordering). After each turn
    the upstream's own TTFT is measured by calling the chat model's ``stream`` directly
    with that turn's messages and the same scripted delay, so loopback, HTTP and SDK
@@ -207,13 +207,13 @@ class TurnTimes:
 async def timed_turn(engine: TurnEngine, text: str, session_id: str | None) -> TurnTimes:
 
     started = time.perf_counter()
-    turn = await engine.begin(TurnRequest(user_id=USER, text=text, session_id=session_id))
-    begun = time.perf_counter()
-    first: float | None = None
-    async for piece in turn.stream():
-        if first is None and piece:
-            first = time.perf_counter()
-    ended = time.perf_counter()
+    async with engine.turn(TurnRequest(user_id=USER, text=text, session_id=session_id)) as turn:
+        begun = time.perf_counter()
+        first: float | None = None
+        async for piece in turn.stream():
+            if first is None and piece:
+                first = time.perf_counter()
+        ended = time.perf_counter()
     assert turn.merged is not None
     report = await turn.merged
     merged = time.perf_counter()
@@ -356,11 +356,11 @@ async def ttft_table(
         "",
         "| measure | p50 ms | p95 ms |",
         "|---|---:|---:|",
-        _row("app TTFT: `engine.begin` → first text chunk of `turn.stream()`", app),
+        _row("app TTFT: `engine.turn` entered → first text chunk of `turn.stream()`", app),
         _row("upstream TTFT: `OpenAICompatChatModel.stream` called directly", upstream),
         f"| **overhead** (app − upstream, per percentile) | **{overhead50:.1f}** | "
         f"**{overhead95:.1f}** |",
-        _row("`begin()` total (open session, persist, activation, prompt)", begin),
+        _row("entering the turn (open session, persist, activation, prompt)", begin),
         _row("activation: query embedding (`embed_ms`)", embed),
         _row("activation: search + score + GIST (`search_ms`)", search),
         "",

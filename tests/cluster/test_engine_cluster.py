@@ -114,16 +114,17 @@ async def test_a_turn_in_another_process_never_waits_for_a_merge(
     a.chat.enqueue(["one"])
     b.hippocampus.enqueue([hippo("after turn 2", kept=["t1", "one"])])
     b.chat.enqueue(["two"])
-    turn1 = await a.engine.begin(TurnRequest(user_id="alice", text="t1"))
-    async for _ in turn1.stream():
-        pass
+    async with a.engine.turn(TurnRequest(user_id="alice", text="t1")) as turn1:
+        async for _ in turn1.stream():
+            pass
     session = turn1.session.id
     # Process B replies at once, with A's turn verbatim, while A's hippocampus runs.
-    turn2 = await asyncio.wait_for(
-        b.engine.begin(TurnRequest(user_id="alice", text="t2", session_id=session)), 5
-    )
-    async for _ in turn2.stream():
-        pass
+    async with asyncio.timeout(5):
+        async with b.engine.turn(
+            TurnRequest(user_id="alice", text="t2", session_id=session)
+        ) as turn2:
+            async for _ in turn2.stream():
+                pass
     prompt = [(m["role"], m["content"]) for m in b.chat.calls[0].messages[1:]]
     assert prompt == [("user", "t1"), ("assistant", "one"), ("user", "t2")]
     await asyncio.sleep(0.3)
@@ -153,9 +154,9 @@ async def test_a_turn_whose_process_died_unmerged_is_merged_by_the_next(
     a.chat.enqueue(["one"])
     b.hippocampus.enqueue([hippo("both turns", kept=["t1", "one"])])
     b.chat.enqueue(["two"])
-    turn1 = await a.engine.begin(TurnRequest(user_id="alice", text="t1"))
-    async for _ in turn1.stream():
-        pass
+    async with a.engine.turn(TurnRequest(user_id="alice", text="t1")) as turn1:
+        async for _ in turn1.stream():
+            pass
     await asyncio.sleep(0.3)  # the reply's turn lock is back; the merge waits on "never"
     # Process A dies with turn 1 stored but not merged: its tasks stop, its locks go.
     for task in list(a.engine._background):
@@ -185,11 +186,10 @@ async def test_two_processes_merge_every_turn_once(two: tuple[Process, Process])
     session: str | None = None
     for i in range(6):  # the user's turns land on A and B in turn, replies back to back
         process = (a, b)[i % 2]
-        turn = await process.engine.begin(
-            TurnRequest(user_id="alice", text=f"t{i}", session_id=session)
-        )
-        async for _ in turn.stream():
-            pass
+        request = TurnRequest(user_id="alice", text=f"t{i}", session_id=session)
+        async with process.engine.turn(request) as turn:
+            async for _ in turn.stream():
+                pass
         session = turn.session.id
     assert session is not None
     await asyncio.gather(a.engine.drain(), b.engine.drain())

@@ -56,8 +56,8 @@ async def engine(tmp_path: Path) -> AsyncIterator[TurnEngine]:
 
 
 async def reply(engine: TurnEngine, request: TurnRequest) -> tuple[str, str]:
-    turn = await engine.begin(request)
-    text = "".join([chunk async for chunk in turn.stream()])
+    async with engine.turn(request) as turn:
+        text = "".join([chunk async for chunk in turn.stream()])
     return turn.session.id, text
 
 

@@ -55,9 +55,10 @@ async def test_multi_turn_conversation_on_the_embedded_models(tmp_path: Path) ->
     reports = []
     try:
         for text in messages:
-            turn = await engine.begin(TurnRequest(user_id="lin", text=text, session_id=session_id))
+            request = TurnRequest(user_id="lin", text=text, session_id=session_id)
+            async with engine.turn(request) as turn:
+                chunks = [chunk async for chunk in turn.stream()]
             session_id = turn.session.id
-            chunks = [chunk async for chunk in turn.stream()]
             assert len(chunks) > 1 and "".join(chunks).strip()  # streamed in pieces
             assert turn.merged is not None
             reports.append(await turn.merged)
