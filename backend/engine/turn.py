@@ -130,16 +130,15 @@ class TurnEngine:
         Next, the caller reads ``Turn.stream`` (``backend.engine.turn_reply``), which
         stores the reply as it ends; the memory worker (``backend.engine.memory_worker``)
         already has the turn, and merges it once the reply is stored."""
-        turn = await self.begin(request)
+        turn = await self._begin(request)
         try:
             yield turn
         finally:
             await turn.close()
 
-    async def begin(self, request: TurnRequest) -> Turn:
-        """The low-level form of ``turn``: persist the user message, start the
-        hippocampus, wait for activation only. The caller must then read ``stream()``
-        (whose end releases the session) or call ``abandon``; ``turn`` does both."""
+    async def _begin(self, request: TurnRequest) -> Turn:
+        """Entering ``turn``: persist the user message, start the hippocampus, wait for
+        activation only. Only ``turn`` calls it, so that leaving is never forgotten."""
         # The query embedding needs only the text: it runs while the session I/O and the
         # locks below do, instead of after them (it is on the TTFT path).
         query_embedding = (
@@ -195,7 +194,7 @@ class TurnEngine:
         release: Callable[[], None],
         query_embedding: QueryEmbedding | None = None,
     ) -> Turn:
-        """``begin``'s work under the session's lock, in the order of "One turn": what the
+        """``_begin``'s work under the session's lock, in the order of "One turn": what the
         request does in the session (a turn, a redo, a reply: ``conversation_match``),
         the user message stored (step 1), the ``Turn`` made, activation (step 3) and the
         main prompt; then, in ``finally``, the ``PendingTurn`` (none for a redo) handed
@@ -377,13 +376,6 @@ class TurnEngine:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
-
-    async def abandon(self, turn: Turn) -> None:
-        """The low-level form of leaving ``turn``: close a ``begin``'s turn whose stream
-        will never be read (the client left before it began), then wait for its merge."""
-        await turn.close()
-        if turn.merged is not None:  # None: its stream is being read elsewhere, and ends it
-            await asyncio.shield(turn.merged)
 
     async def run(self, request: TurnRequest) -> tuple[Turn, dict[str, Any]]:
         """A whole turn without streaming: the reply text is in ``turn.reply``."""

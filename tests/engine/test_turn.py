@@ -462,17 +462,3 @@ async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_
     assert report["reply"] == {"status": "incomplete", "error": "the client went away"}
     assert not rig.engine._locks["s"].locked()
     assert rig.sessions.load_state("s").merged_seq == rig.sessions.transcript("s")[-1].seq
-
-
-async def test_begin_and_abandon_remain_the_low_level_form(rig: Rig) -> None:
-    rig.hippocampus.enqueue([hippo()])
-    rig.hippocampus.enqueue([hippo()])
-    rig.chat.enqueue(["ok"])
-    turn = await rig.engine.begin(TurnRequest(user_id="u1", text="hi", session_id="s"))
-    await rig.engine.abandon(turn)  # waits for the merge, as it always did
-    assert turn.merged is not None and turn.merged.done()
-    assert turn.merged.result()["reply"]["error"] == "the client went away"
-    again, _ = await asyncio.wait_for(
-        rig.engine.run(TurnRequest(user_id="u1", text="back", session_id="s")), 5
-    )
-    assert again.reply == "ok"
