@@ -182,12 +182,6 @@ class ServerSettings(Section):
                 raise ValueError("a user id must be 1-128 characters without spaces, : / \\")
         return value
 
-    def user_for_key(self, key: str) -> str | None:
-        """The user of an API key; the server's check is ``backend.web.api_keys``'s."""
-        from backend.web.api_keys import user_for_key  # the web layer owns the lookup
-
-        return user_for_key(self.api_keys, key)
-
 
 class Settings(BaseSettings):
     """Every section; a section left out of the input is validated from ``{}`` (defaults).

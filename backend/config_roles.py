@@ -128,6 +128,9 @@ class EmbeddedHippocampus(EmbeddedChat):
     # 1.0: the compact contract copies the user's own words (a penalty pushed names and
     # numbers out), and its grammar bounds every list and string, so nothing can loop.
     repeat_penalty: float = Field(1.0, ge=0.5, le=2)
+    # Seconds a turn's hippocampus run may take before the turn falls back (its memory
+    # kept by rule, docs/reliability.md): a local run on a small CPU is slow.
+    timeout: float = Field(300.0, gt=0, le=3600)
 
 
 class EmbeddedEmbedding(_Embedded):

@@ -48,7 +48,7 @@ def chat(
         print(f"limbic-memory: {exc}", file=err)
         return exc.code
     chat_timeout = float(getattr(settings.chat, "timeout", 600.0))
-    merge_wait = float(getattr(settings.hippocampus, "timeout", 300.0)) + 60.0
+    merge_wait = settings.hippocampus.timeout + 60.0
     status = 0
     with http_client(url, headers, max(300.0, chat_timeout + 60.0)) as client:
         try:

@@ -286,24 +286,11 @@ def cluster_wrapping(
     return ChangeLoggingVectorStore(store, feed), lexical
 
 
-# An embedded hippocampus has no ``timeout`` key (backend/config.py): a local run on a
-# small CPU may take this long.
-EMBEDDED_HIPPOCAMPUS_TIMEOUT_S = 300.0
-
-
-def hippocampus_timeout_s(settings: Settings) -> float:
-    """How long a turn's hippocampus run may take: ``hippocampus.timeout``."""
-    role = settings.hippocampus
-    if isinstance(role, EmbeddedHippocampus):
-        return EMBEDDED_HIPPOCAMPUS_TIMEOUT_S
-    return role.timeout
-
-
 def turn_settings(settings: Settings) -> TurnSettings:
     chat = settings.chat
     return TurnSettings(
         token_budget=settings.memory.short_term_token_budget,
-        hippocampus_timeout_s=hippocampus_timeout_s(settings),
+        hippocampus_timeout_s=settings.hippocampus.timeout,
         hippocampus_mode=hippocampus_mode(settings),
         use_tools=isinstance(chat, OpenAIChat) and chat.tools,
     )

@@ -59,7 +59,6 @@ from backend.sessions.store import Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SETTINGS = TurnSettings()
 
 __all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnOutcome", "TurnRequest", "TurnSettings"]
 
@@ -83,7 +82,7 @@ class TurnEngine:
         hippocampus: ChatModel,
         personas: PersonaRegistry,
         clock: Clock,
-        settings: TurnSettings = DEFAULT_SETTINGS,
+        settings: TurnSettings,
     ) -> None:
         self.sessions = sessions
         self.long_term = long_term

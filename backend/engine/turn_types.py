@@ -21,13 +21,16 @@ from backend.sessions.store import SessionStore
 
 @dataclass(frozen=True, slots=True)
 class TurnSettings:
-    token_budget: int = 1500
-    hippocampus_timeout_s: float = 120.0
+    """What the engine reads of the settings; ``services.turn_settings`` derives it, so
+    every default lives in the settings (backend/config*.py), none here."""
+
+    token_budget: int
+    hippocampus_timeout_s: float
     # "full": the hippocampus returns background, short-term and long-term; "compact":
     # it only extracts facts and code keeps the rest (small local models;
     # backend.hippocampus.compact).
-    hippocampus_mode: Literal["full", "compact"] = "full"
-    use_tools: bool = False  # the chat provider supports function calling (config)
+    hippocampus_mode: Literal["full", "compact"]
+    use_tools: bool  # the chat provider supports function calling (config)
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
 

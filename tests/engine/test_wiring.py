@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.services import (
-    EMBEDDED_HIPPOCAMPUS_TIMEOUT_S,
-    StartupError,
-    build_services,
-    hippocampus_timeout_s,
-)
+from backend.engine.services import StartupError, build_services, turn_settings
 from backend.llm.fake import FakeChatModel
 from backend.llm.openai_compat import OpenAICompatChatModel
 from backend.personas import PersonaRegistry
@@ -57,8 +52,11 @@ def test_a_data_directory_has_one_owner_whatever_is_replaced(tmp_path: Path) -> 
 
 def test_the_hippocampus_timeout_is_the_settings(tmp_path: Path) -> None:
     remote = fake_settings(tmp_path, hippocampus={"timeout": 42.0})
-    assert hippocampus_timeout_s(remote) == 42.0
-    assert hippocampus_timeout_s(app_settings(tmp_path)) == EMBEDDED_HIPPOCAMPUS_TIMEOUT_S
+    assert turn_settings(remote).hippocampus_timeout_s == 42.0
+    local = app_settings(tmp_path)
+    assert turn_settings(local).hippocampus_timeout_s == local.hippocampus.timeout == 300.0
+    custom = app_settings(tmp_path, hippocampus={"timeout": 90})
+    assert turn_settings(custom).hippocampus_timeout_s == 90.0
 
 
 def test_a_shared_session_database_wraps_a_replaced_store(

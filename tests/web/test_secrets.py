@@ -1,8 +1,8 @@
 """Secrets never appear in logs, error messages or the status page.
 
 The app is configured with upstream keys (``chat.api_key``, ``hippocampus.api_key``) and
-server API keys; the harness's chat model also sends its own key upstream
-(``upstream-secret``). Every path that reports trouble is then exercised: upstream
+server API keys (the harness's own upstream key, ``upstream-secret``, is replaced by the
+configured one, as in production). Every path that reports trouble is then exercised: upstream
 401/500 before the first token and an error mid-stream, a hippocampus that fails, bad
 requests (no key, a wrong key, bad JSON, unknown model, an oversized message), a refused
 and an accepted UI sign-in, and the pages that describe the configuration
@@ -26,6 +26,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from backend.web.api_keys import user_for_key
 from backend.web.ui_support import COOKIE
 from tests.llm.scripted_server import Reply
 from tests.web.harness import AppHarness
@@ -35,7 +36,7 @@ HIPPO_KEY = "sk-hippo-CONFIGSECRET-1b2d4f6a"
 SERVER_KEY = "lm-SERVERSECRET-a1b2c3d4e5"
 OTHER_SERVER_KEY = "lm-SERVERSECRET-bob-99887766"
 WRONG_KEY = "lm-WRONGSECRET-0000ffff"
-HARNESS_UPSTREAM_KEY = "upstream-secret"  # what AppHarness's chat model sends upstream
+HARNESS_UPSTREAM_KEY = "upstream-secret"  # the harness's default upstream key
 SECRETS = (CHAT_KEY, HIPPO_KEY, SERVER_KEY, OTHER_SERVER_KEY, WRONG_KEY, HARNESS_UPSTREAM_KEY)
 AUTH = {"Authorization": f"Bearer {SERVER_KEY}"}
 LOGGERS = ("backend", "uvicorn", "uvicorn.error", "uvicorn.access")
@@ -174,8 +175,8 @@ def test_secrets_stay_out_of_responses_and_logs(h: AppHarness, logs: Collect) ->
     assert len(logs.lines) > 0, "nothing was logged: the capture is not working"
     for line in logs.lines:
         assert not leaked(line), f"a secret in a log record: {line}"
-    # The upstream did get the harness's key: the secrets were really in play.
-    assert h.chat.chat_requests[0].headers["authorization"] == f"Bearer {HARNESS_UPSTREAM_KEY}"
+    # The upstream did get the configured key: the secrets were really in play.
+    assert h.chat.chat_requests[0].headers["authorization"] == f"Bearer {CHAT_KEY}"
 
 
 def test_websocket_query_key_stays_out_of_uvicorn_logs(h: AppHarness, logs: Collect) -> None:
@@ -194,7 +195,7 @@ def test_websocket_query_key_stays_out_of_uvicorn_logs(h: AppHarness, logs: Coll
 def test_settings_dump_and_repr_hide_secrets(h: AppHarness) -> None:
     settings = h.settings
     assert settings.chat.api_key_value() == CHAT_KEY  # type: ignore[union-attr]
-    assert settings.server.user_for_key(SERVER_KEY) == "alice"
+    assert user_for_key(settings.server.api_keys, SERVER_KEY) == "alice"
     for text in (
         repr(settings),
         str(settings),
