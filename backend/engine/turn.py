@@ -41,7 +41,8 @@ from typing import Any
 from backend.clock import Clock
 from backend.engine import report as reports
 from backend.engine.conversation_match import Placement, place, tail_needed
-from backend.engine.memory_worker import MemoryWorker, PendingTurn
+from backend.engine.memory_worker import MemoryWorker
+from backend.engine.pending_turns import PendingTurn
 from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backend.engine import report as reports
-from backend.engine.memory_worker import MemoryWorker, PendingTurn
+from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
+from backend.engine.pending_turns import PendingTurn
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
 from backend.llm.port import Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
