@@ -3,7 +3,7 @@
 A script is a JSON list of sessions; a session is a list of turns
 ``{"role": "user"|"assistant", "content": str}``; user turns may carry
 ``"probe": {"expects_any": [str, ...], "topic": str?, "stale_any": [str, ...]?}``
-(the format of ``shared/eval/conversations/``). Only the user turns are sent; the
+(the format of ``bench/data/eval/conversations/``). Only the user turns are sent; the
 assistant turns are reference text. Each session is a new conversation through the
 OpenAI-compatible API (the app creates the session; its ``X-Session-Id`` carries the
 following turns), and every turn's memory merge is awaited (``GET /api/sessions/{id}``

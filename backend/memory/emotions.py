@@ -3,7 +3,7 @@
 A model proposes a feeling in its own words ("happy-smile,confidence:1", "Stressed!",
 "开心"); :func:`canonical_emotion` maps it to one of :data:`EMOTION_LABELS` or to
 ``None`` (no usable feeling). The vocabulary is the one of the evaluation data
-(shared/eval/README.md: joy, pride, gratitude, love, surprise, sadness, loneliness,
+(bench/data/eval/README.md: joy, pride, gratitude, love, surprise, sadness, loneliness,
 nostalgia, anger, frustration, fear, anxiety, disgust) plus ``calm`` and ``tiredness``,
 which companions hear every day. ``neutral`` and friends mean "no feeling": ``None``.
 

@@ -66,7 +66,7 @@ _EXACT_MATCH_BONUS = 0.4  # target emotion == memory label (case-insensitive)
 _FAMILY_MATCH_BONUS = 0.2  # both labels in one family
 
 # Emotion families: the spec's seven (each family's name is also a member), extended with
-# the labels the hippocampus emits (shared/eval/README.md: joy, pride, gratitude, love,
+# the labels the hippocampus emits (bench/data/eval/README.md: joy, pride, gratitude, love,
 # surprise, sadness, loneliness, nostalgia, anger, frustration, fear, anxiety, disgust),
 # their noun/adjective forms, and their Chinese names. Every label is in exactly one family.
 EMOTION_FAMILIES: Mapping[str, frozenset[str]] = {
