@@ -6,7 +6,7 @@ docs/memory-model.md explains every choice and the measured numbers. In short:
 
 ```
 trust     = 1 - cjk_share(query) * (1 - w.cjk_cosine)   # 0 when the memory has no cosine
-relevance = min(1, BM25(query tokens, memory tokens) / (w.relevance_scale * ln(1 + N)))
+relevance = min(1, BM25(query, memory) / (w.relevance_scale * ln(1 + (N + 0.5) / 0.5)))
 w_cos     = trust * w.cosine
 w_rel     = w.relevance + (1 - trust) * w.cosine         # untrusted cosine weight moves here
 total     = w.cosine + w.relevance + w.importance + w.recency + w.emotion

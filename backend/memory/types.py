@@ -150,7 +150,8 @@ class HybridWeights:
     query text is trusted: the untrusted share of the cosine weight moves to the lexical
     channel (0 suits the local MiniLM embedder, whose vocabulary has almost no CJK; use 1
     with a multilingual embedder). ``relevance_scale``: BM25 is divided by
-    ``relevance_scale * ln(1 + N)`` (N = documents in the namespace) and clipped to 1.
+    ``relevance_scale * ln(1 + (N + 0.5) / 0.5)``, the IDF of a token no memory has (N =
+    documents in the namespace), and clipped to 1.
     """
 
     cosine: float = 0.65
