@@ -163,7 +163,7 @@ class HybridWeights:
     cjk_cosine: float = 0.0
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
-    relevance_scale: float = 3.0
+    relevance_scale: float = 2.0  # docs/memory-model.md, "Defaults and why"
 
 
 @dataclass(frozen=True, slots=True)
