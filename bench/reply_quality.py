@@ -1,0 +1,542 @@
+"""The companion's replies, judged the way a user reads them, over several seeds.
+
+    python -m bench.reply_quality [--config F] [--seeds 5] [--parts messages,probes,safety,long]
+        [--max-tokens 160] [--gap 5] [--long-seeds N] [--limit N] [--out REPLIES.jsonl]
+
+Everything runs through the app's real engine, built by ``build_services`` from the
+configuration (``--config``, else ``$LM_CONFIG`` or ``./config.json``, else the embedded
+defaults) on a fresh data directory per seed, with the configured chat model streaming
+every reply; each reply gets its own seed (``Sampling.seed``, derived from the run's
+seed), at the configured temperature. The parts:
+
+- ``messages``: the companion-style messages of ``bench/data/reply_quality/messages.json``
+  (first messages, small talk, venting, jokes, stories, poems, advice, statements of fact,
+  a quarter of them in Chinese), each sent as the first turn of a new session, and all of
+  them, in an order shuffled by the seed, as the turns of one ongoing session. The
+  hippocampus is a quiet stand-in (compact contract, no facts), so the replies are judged
+  and not memory formation, and the run is not slowed by it.
+- ``probes``: the three shared conversations (``bench/data/eval/conversations``) with the
+  store filled by the perfect hippocampus (``bench/data/formation_oracle``): the earlier
+  sessions are replayed with their scripted replies, then the last session's turns get
+  the chat model's replies; its probes are judged for use of the recalled fact and for
+  contradiction (a stale value).
+- ``safety``: ``safety.json``'s probes. The remembered health fact is stored first; the
+  message, which goes against it without naming it, opens a new session. A reply that
+  gives the go-ahead without a word of the fact is a contradiction.
+- ``long``: ``long_session.json``, one session of 64 messages with BOTH configured roles
+  (the real hippocampus forms memories while the user chats), each message sent
+  ``--gap`` seconds after the previous reply ended, as a person typing. It measures time
+  to the first token (p50, max), tokens per second, and the memory lag: at each message,
+  how many earlier turns are not merged yet (the last line takes the max).
+  ``--long-seeds`` runs it for fewer seeds than the others (default: all).
+
+The judges are ``bench.reply_judges`` (definitions in its docstring). Rates are over
+every reply judged in the parts that ran; a reply to an ``identity`` message may say it
+is an AI. Output: every faulty reply quoted with its faults (so a person can read them),
+a table per measure (mean, standard deviation over the seeds, each seed's value), the
+command line, the machine and the roles, and last, exactly:
+``refusal=A echo=B self_repeat=C helpdesk=D leaks=E probe_use=F contradiction=G
+ttft_p50_s=H ttft_max_s=I lag_turns=J`` (one line; rates as fractions with 3 decimals,
+leaks and contradiction as counts summed over the seeds, ttft from the long session
+when it ran, else from every reply; ``lag_turns`` the max over the long sessions, ``-``
+when none ran). ``--out`` writes every reply with its verdict as JSON Lines.
+
+Exit status: 0 when the run completed; 2 for a bad command line, data file or
+configuration; 1 when the app cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.engine.prompt import MEMORY_PREAMBLE
+from backend.engine.services import Services, StartupError, build_services
+from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.llm.port import ChatModel, Sampling
+from backend.memory.types import Namespace
+from bench import reply_judges as judges
+from bench._rig import REPO, command_line, machine_line, percentile
+from bench.formation_models import OracleHippocampus, ScriptedReplies, _StandIn
+from bench.formation_script import UsageError, load_oracle, load_script, oracle_path
+from bench.memory_formation import DEFAULT_PERSONAS, bench_settings
+
+DATA_DIR = REPO / "bench" / "data" / "reply_quality"
+CONVERSATIONS = REPO / "bench" / "data" / "eval" / "conversations"
+PARTS = ("messages", "probes", "safety", "long")
+ChatFactory = Callable[[], ChatModel]
+
+
+class QuietHippocampus(_StandIn):
+    """A hippocampus that finds nothing (compact contract): code keeps the short-term."""
+
+    def __init__(self) -> None:
+        super().__init__("quiet-hippocampus")
+
+    def _text(self) -> str:
+        return json.dumps({"facts": [], "emotion": "neutral"})
+
+
+@dataclass
+class Reply:
+    part: str
+    seed: int
+    session: str
+    message: str
+    text: str
+    finish: str | None
+    ttft_s: float
+    reply_s: float
+    pieces: int
+    kind: str = ""
+    verdict: judges.Verdict = field(default_factory=judges.Verdict)
+    probe_use: bool | None = None  # a probe turn: the reply states the recalled fact
+    contradiction: bool | None = None  # a probe turn: stale value / advice against a fact
+    lag_turns: int | None = None  # long session: earlier turns not merged at send time
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        streaming = self.reply_s - self.ttft_s
+        return self.pieces / streaming if self.pieces > 1 and streaming > 0 else None
+
+    def record(self) -> dict[str, Any]:
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k != "verdict"}
+        out["faults"] = self.verdict.faults()
+        out["leak"] = self.verdict.leak
+        return out
+
+
+@dataclass
+class SeedRun:
+    seed: int
+    replies: list[Reply] = field(default_factory=list)
+
+
+# --- data ----------------------------------------------------------------------------------
+
+
+def _load(name: str, key: str) -> Any:
+    path = DATA_DIR / name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data[key]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{path}: cannot read {key!r}: {exc}") from None
+
+
+def load_messages() -> list[dict[str, str]]:
+    return list(_load("messages.json", "messages"))
+
+
+def load_safety() -> list[dict[str, Any]]:
+    return list(_load("safety.json", "probes"))
+
+
+def load_long() -> list[str]:
+    return list(_load("long_session.json", "messages"))
+
+
+# --- one turn ------------------------------------------------------------------------------
+
+
+async def send(
+    engine: TurnEngine,
+    *,
+    user_id: str,
+    persona: str,
+    session_id: str,
+    text: str,
+    seed: int,
+    max_tokens: int,
+) -> tuple[str, str | None, float, float, int, Any]:
+    """One streamed turn: (reply, finish reason, ttft, reply time, pieces, the turn)."""
+    request = TurnRequest(
+        user_id=user_id,
+        text=text,
+        persona_id=persona,
+        session_id=session_id,
+        max_tokens=max_tokens,
+        sampling=Sampling(seed=seed),
+    )
+    started = time.perf_counter()
+    first: float | None = None
+    pieces = 0
+    async with engine.turn(request) as turn:
+        async for piece in turn.stream():
+            pieces += 1
+            if first is None and piece.strip():
+                first = time.perf_counter()
+    ended = time.perf_counter()
+    ttft = (first or ended) - started
+    return turn.reply, turn.finish_reason, ttft, ended - started, pieces, turn
+
+
+class Judge:
+    """The judges with what the user never sees: the persona card and the app's rules."""
+
+    def __init__(self, services: Services, persona: str) -> None:
+        card = services.personas.resolve(persona)
+        self.prompt_texts = [card.description or "", card.system_prompt, MEMORY_PREAMBLE]
+
+    def __call__(self, reply: Reply, earlier: Sequence[str]) -> None:
+        reply.verdict = judges.judge(
+            reply.text,
+            reply.message,
+            earlier=earlier,
+            prompt_texts=self.prompt_texts,
+            finish_reason=reply.finish,
+            identity=reply.kind == "identity",
+        )
+
+
+# --- the parts -----------------------------------------------------------------------------
+
+
+def _seed(run_seed: int, n: int) -> int:
+    return run_seed * 100_003 + n
+
+
+async def part_messages(
+    services: Services, run: SeedRun, max_tokens: int, limit: int | None, log: Callable[[str], None]
+) -> None:
+    engine = services.engine
+    engine.hippocampus = QuietHippocampus()
+    engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    messages = load_messages()[:limit]
+    judge = Judge(services, "companion")
+    user = f"bench-reply-{run.seed}"
+    for n, item in enumerate(messages):
+        out = await send(
+            engine, user_id=user, persona="companion", session_id=uuid.uuid4().hex,
+            text=item["text"], seed=_seed(run.seed, n), max_tokens=max_tokens,
+        )  # fmt: skip
+        reply = Reply("first", run.seed, "", item["text"], *out[:5], kind=item.get("kind", ""))
+        judge(reply, [])
+        run.replies.append(reply)
+        log(f"seed {run.seed} first {n + 1}/{len(messages)}: {_preview(reply.text)}")
+    order = list(messages)
+    random.Random(run.seed).shuffle(order)
+    session = uuid.uuid4().hex
+    earlier: list[str] = []
+    for n, item in enumerate(order):
+        out = await send(
+            engine, user_id=user + "-ongoing", persona="companion", session_id=session,
+            text=item["text"], seed=_seed(run.seed, 1000 + n), max_tokens=max_tokens,
+        )  # fmt: skip
+        reply = Reply(
+            "ongoing", run.seed, session, item["text"], *out[:5], kind=item.get("kind", "")
+        )
+        judge(reply, earlier)
+        earlier.append(reply.text)
+        run.replies.append(reply)
+        log(f"seed {run.seed} ongoing {n + 1}/{len(order)}: {_preview(reply.text)}")
+    await engine.drain()
+
+
+async def part_probes(
+    services: Services, run: SeedRun, max_tokens: int, chat: ChatModel, log: Callable[[str], None]
+) -> None:
+    engine = services.engine
+    for path in sorted(CONVERSATIONS.glob("*.json")):
+        script = load_script(path)
+        oracle = OracleHippocampus(load_oracle(oracle_path(script), script))
+        scripted = ScriptedReplies()
+        engine.hippocampus = oracle
+        engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="full")
+        persona = DEFAULT_PERSONAS.get(script.stem, "companion")
+        judge = Judge(services, persona)
+        user = f"bench-probes-{run.seed}-{script.stem}"
+        last = len(script.sessions) - 1
+        for s, turns in enumerate(script.sessions):
+            session = uuid.uuid4().hex
+            earlier: list[str] = []
+            engine.chat = chat if s == last else scripted
+            for turn in turns:
+                oracle.expect(turn)
+                scripted.expect(turn)
+                out = await send(
+                    engine, user_id=user, persona=persona, session_id=session, text=turn.text,
+                    seed=_seed(run.seed, 2000 + turn.number), max_tokens=max_tokens,
+                )  # fmt: skip
+                turn_obj = out[5]
+                if turn_obj.merged is not None:
+                    await turn_obj.merged  # the perfect store is complete before the next turn
+                if s != last:
+                    continue
+                reply = Reply("probes", run.seed, session, turn.text, *out[:5], kind=script.stem)
+                judge(reply, earlier)
+                earlier.append(reply.text)
+                if turn.probe is not None:
+                    reply.probe_use = judges.uses_probe(reply.text, turn.probe.expects_any)
+                    reply.contradiction = judges.states_stale(
+                        reply.text, turn.probe.expects_any, turn.probe.stale_any
+                    )
+                run.replies.append(reply)
+                log(f"seed {run.seed} {script.stem}: {_preview(reply.text)}")
+    engine.chat = chat
+    await engine.drain()
+
+
+async def part_safety(
+    services: Services, run: SeedRun, max_tokens: int, log: Callable[[str], None]
+) -> None:
+    engine = services.engine
+    engine.hippocampus = QuietHippocampus()
+    engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    persona = "companion"
+    judge = Judge(services, persona)
+    for n, probe in enumerate(load_safety()):
+        user = f"bench-safety-{run.seed}-{probe['id']}"
+        ns = Namespace(user, persona)
+        for note in probe["memories"]:
+            memory = services.long_term.new_memory(
+                note["content"], category=note.get("category", "health"),
+                importance=float(note.get("importance", 0.9)),
+            )  # fmt: skip
+            await asyncio.to_thread(services.long_term.create, ns, memory)
+        out = await send(
+            engine, user_id=user, persona=persona, session_id=uuid.uuid4().hex,
+            text=probe["message"], seed=_seed(run.seed, 3000 + n), max_tokens=max_tokens,
+        )  # fmt: skip
+        reply = Reply("safety", run.seed, "", probe["message"], *out[:5], kind="safety")
+        judge(reply, [])
+        reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
+        reply.contradiction = judges.advises_against(
+            reply.text, probe["caution_any"], probe["encourage_any"]
+        )
+        run.replies.append(reply)
+        log(f"seed {run.seed} safety {probe['id']}: {_preview(reply.text)}")
+    await engine.drain()
+
+
+async def part_long(
+    services: Services,
+    run: SeedRun,
+    max_tokens: int,
+    gap_s: float,
+    hippocampus: tuple[ChatModel, TurnSettings],
+    log: Callable[[str], None],
+) -> None:
+    engine = services.engine
+    engine.hippocampus, engine.settings = hippocampus
+    judge = Judge(services, "companion")
+    session = uuid.uuid4().hex
+    merged: list[asyncio.Future[Any]] = []
+    earlier: list[str] = []
+    for n, text in enumerate(load_long()):
+        lag = sum(1 for future in merged if not future.done())
+        out = await send(
+            engine, user_id=f"bench-long-{run.seed}", persona="companion", session_id=session,
+            text=text, seed=_seed(run.seed, 4000 + n), max_tokens=max_tokens,
+        )  # fmt: skip
+        if out[5].merged is not None:
+            merged.append(out[5].merged)
+        reply = Reply("long", run.seed, session, text, *out[:5], lag_turns=lag)
+        judge(reply, earlier)
+        earlier.append(reply.text)
+        run.replies.append(reply)
+        timing = f"ttft {reply.ttft_s:.2f} s lag {lag}"
+        log(f"seed {run.seed} long {n + 1}: {timing}: {_preview(reply.text)}")
+        await asyncio.sleep(gap_s)
+    await engine.drain()
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+async def run_seed(
+    seed: int,
+    args: argparse.Namespace,
+    parts: Sequence[str],
+    chat_factory: ChatFactory | None,
+    log: Callable[[str], None],
+) -> SeedRun:
+    run = SeedRun(seed)
+    with tempfile.TemporaryDirectory(prefix="lm-replies-") as tmp:
+        settings = bench_settings(args.config, Path(tmp) / "data")
+        try:
+            services = build_services(settings)
+        except StartupError as exc:
+            raise RuntimeError(f"the app cannot start: {exc}") from None
+        try:
+            if chat_factory is not None:
+                services.engine.chat = chat_factory()
+            chat = services.engine.chat
+            configured = (services.engine.hippocampus, services.engine.settings)
+            log(f"seed {seed}: chat {chat.model}, hippocampus {configured[0].model}")
+            if "messages" in parts:
+                await part_messages(services, run, args.max_tokens, args.limit, log)
+            if "probes" in parts:
+                await part_probes(services, run, args.max_tokens, chat, log)
+            if "safety" in parts:
+                await part_safety(services, run, args.max_tokens, log)
+            if "long" in parts and seed < args.first_seed + args.long_seeds:
+                services.engine.chat = chat
+                await part_long(services, run, args.max_tokens, args.gap, configured, log)
+        finally:
+            await services.aclose()
+    return run
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def _preview(text: str, limit: int = 90) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _rate(replies: Sequence[Reply], test: Callable[[Reply], bool]) -> float | None:
+    return sum(1 for r in replies if test(r)) / len(replies) if replies else None
+
+
+def measures(run: SeedRun) -> dict[str, float | None]:
+    """One seed's numbers (rates over its replies; counts for leaks and contradictions)."""
+    replies = run.replies
+    probes = [r for r in replies if r.part == "probes" and r.probe_use is not None]
+    safety = [r for r in replies if r.part == "safety"]
+    judged = [r for r in replies if r.contradiction is not None]
+    long = [r for r in replies if r.part == "long"]
+    timed = long or replies
+    ttfts = [r.ttft_s for r in timed]
+    speeds = [s for r in long if (s := r.tokens_per_s) is not None]
+    return {
+        "replies": float(len(replies)),
+        "refusal": _rate(replies, lambda r: r.verdict.refusal),
+        "echo": _rate(replies, lambda r: r.verdict.echo),
+        "self_repeat": _rate(replies, lambda r: r.verdict.self_repeat),
+        "empty_or_cut": _rate(replies, lambda r: r.verdict.empty_or_cut),
+        "helpdesk": _rate(replies, lambda r: r.verdict.helpdesk),
+        "leaks": float(sum(1 for r in replies if r.verdict.leak)),
+        "probe_use": _rate(probes, lambda r: bool(r.probe_use)),
+        "safety_mentions": _rate(safety, lambda r: bool(r.probe_use)),
+        "contradiction": float(sum(1 for r in judged if r.contradiction)),
+        "ttft_p50_s": percentile(ttfts, 0.5) if ttfts else None,
+        "ttft_max_s": max(ttfts) if ttfts else None,
+        "tokens_per_s": statistics.median(speeds) if speeds else None,
+        "lag_turns": float(max(r.lag_turns or 0 for r in long)) if long else None,
+    }
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def table(runs: Sequence[SeedRun]) -> list[str]:
+    per_seed = [measures(run) for run in runs]
+    header = "| measure | mean | sd | " + " | ".join(f"seed {r.seed}" for r in runs) + " |"
+    lines = [header, "|" + "---|" * (3 + len(runs))]
+    for name in per_seed[0] if per_seed else ():
+        values = [m[name] for m in per_seed]
+        known = [v for v in values if v is not None]
+        mean = statistics.fmean(known) if known else None
+        sd = statistics.stdev(known) if len(known) > 1 else (0.0 if known else None)
+        cells = " | ".join(_cell(v) for v in values)
+        lines.append(f"| {name} | {_cell(mean)} | {_cell(sd)} | {cells} |")
+    return lines
+
+
+def faulty(runs: Sequence[SeedRun]) -> list[str]:
+    lines = []
+    for run in runs:
+        for r in run.replies:
+            faults = r.verdict.faults()
+            if r.contradiction:
+                faults.append("contradiction")
+            if r.probe_use is False and r.part == "probes":
+                faults.append("probe_unused")
+            if faults:
+                lines.append(
+                    f"- seed {r.seed} {r.part} [{', '.join(faults)}] "
+                    f"{_preview(r.message, 60)!r} -> {_preview(r.text, 160)!r}"
+                )
+    return lines
+
+
+def final_line(runs: Sequence[SeedRun]) -> str:
+    replies = [r for run in runs for r in run.replies]
+    whole = measures(SeedRun(-1, replies))
+    long = [r for r in replies if r.part == "long"]
+    ttfts = [r.ttft_s for r in (long or replies)]
+    lag = max((r.lag_turns or 0 for r in long), default=None)
+    leaks = sum(1 for r in replies if r.verdict.leak)
+    contradictions = sum(1 for r in replies if r.contradiction)
+    return (
+        f"refusal={_cell(whole['refusal'])} echo={_cell(whole['echo'])} "
+        f"self_repeat={_cell(whole['self_repeat'])} helpdesk={_cell(whole['helpdesk'])} "
+        f"leaks={leaks} probe_use={_cell(whole['probe_use'])} contradiction={contradictions} "
+        f"ttft_p50_s={percentile(ttfts, 0.5) if ttfts else 0:.2f} "
+        f"ttft_max_s={max(ttfts, default=0):.2f} lag_turns={'-' if lag is None else lag}"
+    )
+
+
+def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.reply_quality",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--config", type=Path, default=None, help="config.json to use")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS)
+    )
+    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--gap", type=float, default=5.0, help="seconds between long-session turns")
+    parser.add_argument("--long-seeds", type=int, default=None, help="seeds of the long session")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N messages")
+    parser.add_argument("--out", type=Path, default=None, help="every reply as JSON Lines")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or args.seeds < 1:
+        parser.error(f"unknown parts {unknown}" if unknown else "--seeds must be at least 1")
+    if args.long_seeds is None:
+        args.long_seeds = args.seeds
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        if args.config is not None and not args.config.is_file():
+            raise UsageError(f"{args.config}: no such configuration file")
+        runs = []
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            runs.append(asyncio.run(run_seed(seed, args, parts, chat_factory, log)))
+            if args.out is not None:
+                with args.out.open("a" if seed > args.first_seed else "w", encoding="utf-8") as f:
+                    for r in runs[-1].replies:
+                        f.write(json.dumps(r.record(), ensure_ascii=False) + "\n")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("Faulty replies:")
+    print("\n".join(faulty(runs)) or "(none)")
+    print()
+    print("\n".join(table(runs)))
+    print()
+    print(command_line("bench.reply_quality", list(argv) if argv is not None else None))
+    print(machine_line())
+    print(final_line(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
