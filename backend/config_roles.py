@@ -83,6 +83,9 @@ class EmbeddedChat(_Embedded):
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int | None = Field(512, ge=1)
     repeat_penalty: float = Field(1.1, ge=0.5, le=2)
+    # Hold back and resample a reply that opens as a refusal, an echo, a repeat or a
+    # help-desk line (backend.engine.reply_guard).
+    reply_guard: bool = True
 
     _path = field_validator("model_path")(resolve_path)
     _unset = field_validator("max_tokens", "n_threads", mode="before")(zero_is_unset)
@@ -176,6 +179,7 @@ class _RemoteText(_Remote):
 class OpenAIChat(_RemoteText):
     tools: bool = False  # the server supports function calling (memory tools)
     vision: bool = False  # the model reads images (messages may carry image parts)
+    reply_guard: bool = True  # as EmbeddedChat.reply_guard
 
 
 class OpenAIHippocampus(_RemoteText):

@@ -151,7 +151,13 @@ async def conversation(
     # The app's wiring (default memory settings, the repository's personas, the outbox)
     # with the scripted models, the in-memory vector store and the given embedder.
     services = build_services(
-        fake_settings(tmp / ("fallback" if fail else "hippocampus"), hippocampus={"timeout": 10.0}),
+        # Scripted replies are drawn from a few openers (TextMaker): the reply guard would
+        # take a drawn-again opener for a repeat and ask for another reply.
+        fake_settings(
+            tmp / ("fallback" if fail else "hippocampus"),
+            chat={"reply_guard": False},
+            hippocampus={"timeout": 10.0},
+        ),
         clock=clock,
         command="bench",
         chat=chat,

@@ -280,7 +280,13 @@ async def run(args: argparse.Namespace) -> list[str]:
             # The app's wiring: its OpenAI-compatible clients (one per role), sessions and
             # outbox in the temp dir, default memory settings; the pre-filled store.
             roles = {
-                "chat": {"base_url": main_server.base_url, "model": "bench-chat"},
+                # Scripted replies repeat their openers (TextMaker): the reply guard would
+                # sample again. Its cost on real models: bench.reply_quality.
+                "chat": {
+                    "base_url": main_server.base_url,
+                    "model": "bench-chat",
+                    "reply_guard": False,
+                },
                 "hippocampus": {"base_url": hippo_server.base_url, "model": "bench-hippocampus"},
             }
             settings = app_settings(

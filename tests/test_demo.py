@@ -70,7 +70,14 @@ def _config(tmp_path: Path, chat: ScriptedOpenAIServer, hippo: ScriptedOpenAISer
     path.write_text(
         json.dumps(
             {
-                "chat": {"provider": "openai", "base_url": chat.base_url, "model": "scripted"},
+                # One scripted reply to every message: the reply guard would take the
+                # second for a repeat and ask again (tests/engine/test_turn_guard.py).
+                "chat": {
+                    "provider": "openai",
+                    "base_url": chat.base_url,
+                    "model": "scripted",
+                    "reply_guard": False,
+                },
                 "hippocampus": {
                     "provider": "openai",
                     "base_url": hippo.base_url,

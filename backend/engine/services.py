@@ -226,13 +226,15 @@ def build_chat_model(
     settings: Settings, role_name: str, turns: ReplyFirst | None = None
 ) -> ChatModel:
     from backend.llm.factory import build_chat_model as build
+    from backend.llm.presets import default_preset
 
     role: Any = getattr(settings, role_name)
     options: dict[str, Any]
     if role.provider == "embedded":
         options = {
             "model_path": role.model_path,
-            "preset": role.model,  # None with no model_path: the default preset
+            # With no model_path, the role's default preset when none is named.
+            "preset": role.model or (None if role.model_path else default_preset(role_name)),
             "n_ctx": role.n_ctx,
             "n_threads": role.n_threads,
             "temperature": role.temperature,
@@ -293,6 +295,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
         hippocampus_timeout_s=settings.hippocampus.timeout,
         hippocampus_mode=hippocampus_mode(settings),
         use_tools=isinstance(chat, OpenAIChat) and chat.tools,
+        reply_guard=chat.reply_guard,
     )
 
 

@@ -16,7 +16,9 @@ a final status; the merge still runs so the next turn works.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+import dataclasses
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,15 +26,29 @@ from backend.engine import report as reports
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
 from backend.engine.pending_turns import PendingTurn
+from backend.engine.reply_guard import Rejection, ReplyGuard
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
-from backend.llm.port import Finish, LLMError, Sampling, TextDelta, ToolCall, Usage
+from backend.llm.port import (
+    Delta,
+    Finish,
+    LLMError,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from backend.longterm.memory import Activation, WriteOutcome
 from backend.memory.types import Memory, Namespace
 from backend.personas import Persona
 from backend.sessions.store import Message, Session
 
 GONE = "the client went away"
+# Attempts at a reply the guard lets through; the last one is shown whatever it says.
+MAX_ATTEMPTS = 3
+RESAMPLE_SEED_STEP = 7919  # a retry's seed: the client's + this × the attempt
+log = logging.getLogger(__name__)
 
 
 class TurnHost(EngineParts, Protocol):
@@ -75,6 +91,7 @@ class Turn:
     # Reinforcement starts with the first token: the recalled memories are in use by then.
     _reinforced: asyncio.Future[None] | None = None
     _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
+    rejected: list[str] = field(default_factory=list)  # the guard's reasons, per retry
 
     @property
     def namespace(self) -> Namespace:
@@ -240,13 +257,7 @@ class Turn:
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             offer_tools = tools_on and round_ < MAX_TOOL_ROUNDS
             calls: list[ToolCall] = []
-            async for delta in model.stream(
-                messages,
-                tools=MEMORY_TOOLS if offer_tools else None,
-                temperature=self._temperature,
-                max_tokens=self._max_tokens,
-                sampling=self._sampling,
-            ):
+            async for delta in self._guarded(messages, MEMORY_TOOLS if offer_tools else None):
                 if isinstance(delta, TextDelta) and delta.text:
                     parts.append(delta.text)
                     yield delta.text
@@ -272,6 +283,97 @@ class Turn:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
             self._tool_outcomes += tools.outcomes
             self._tool_recalled += tools.recalled
+
+    async def _guarded(
+        self, messages: list[dict[str, Any]], tools: Sequence[ToolSpec] | None
+    ) -> AsyncIterator[Delta]:
+        """The model's deltas through the reply guard (``backend.engine.reply_guard``): an
+        attempt whose opening is a refusal, an echo, a repeat of an earlier reply or a
+        help-desk line is stopped before anything of it is shown, and sampled again with a
+        hint for the model (and another seed); the last attempt is shown whatever it
+        says. Help-desk sentences are left out of every attempt. A continuation, or a
+        guard switched off (``chat.reply_guard``), streams as the model writes."""
+        on = self._engine.settings.reply_guard and self.kind != "continue"
+        user_text, earlier = _conversation(messages)
+        if self._target is not None and self.kind == "regenerate":
+            earlier.append(self._target.content)  # a regeneration is asked to differ
+        hints: list[str] = []
+        for attempt in range(MAX_ATTEMPTS if on else 1):
+            last = attempt == MAX_ATTEMPTS - 1
+            guard = ReplyGuard(user_text, earlier, check_opening=on and not last) if on else None
+            prompt = messages + [{"role": "system", "content": hint} for hint in hints]
+            stream = self._engine.chat.stream(
+                prompt,
+                tools=tools,
+                temperature=self._temperature,
+                max_tokens=self._max_tokens,
+                sampling=_resampled(self._sampling, attempt),
+            )
+            rejected: Rejection | None = None
+            ending: list[Delta] = []  # Usage and Finish, after what the guard still holds
+            try:
+                async for delta in stream:
+                    if guard is None or not isinstance(delta, TextDelta):
+                        if guard is not None and isinstance(delta, Usage | Finish):
+                            ending.append(delta)
+                        else:
+                            yield delta
+                        continue
+                    shown = guard.feed(delta.text)
+                    if isinstance(shown, Rejection):
+                        rejected = shown
+                        break
+                    if shown:
+                        yield TextDelta(shown)
+                if rejected is None and guard is not None:
+                    rest = guard.end()
+                    if isinstance(rest, Rejection):
+                        rejected = rest
+                    elif rest:
+                        yield TextDelta(rest)
+            except LLMError:
+                held = guard.flush() if guard is not None else ""
+                if held:  # what came before the failure is shown (and stored) with it
+                    yield TextDelta(held)
+                raise
+            finally:
+                close = getattr(stream, "aclose", None)  # stops a generation cut short
+                if close is not None:
+                    await close()
+            if rejected is None:
+                for delta in ending:
+                    yield delta
+                return
+            self.rejected.append(rejected.reason)
+            log.info(
+                "turn %s: attempt %d rejected (%s): %r",
+                self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
+            )  # fmt: skip
+            hints.append(rejected.hint)
+
+
+def _conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """The prompt's last user message (its text) and the assistant replies before it."""
+    user_text, earlier = "", []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):  # text and image parts
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        if not isinstance(content, str):
+            continue
+        if message.get("role") == "user":
+            user_text = content
+        elif message.get("role") == "assistant" and content.strip():
+            earlier.append(content)
+    return user_text, earlier
+
+
+def _resampled(sampling: Sampling | None, attempt: int) -> Sampling | None:
+    """A retry's sampling: another seed where the client fixed one (else the model draws
+    a new one each call)."""
+    if attempt == 0 or sampling is None or sampling.seed is None:
+        return sampling
+    return dataclasses.replace(sampling, seed=sampling.seed + RESAMPLE_SEED_STEP * attempt)
 
 
 def _retrieve(report: asyncio.Future[Any]) -> None:

@@ -31,6 +31,8 @@ class TurnSettings:
     # backend.hippocampus.compact).
     hippocampus_mode: Literal["full", "compact"]
     use_tools: bool  # the chat provider supports function calling (config)
+    # Replies go through backend.engine.reply_guard (config: chat.reply_guard).
+    reply_guard: bool
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
 

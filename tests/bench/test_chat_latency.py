@@ -29,7 +29,13 @@ def test_three_turns_on_scripted_models(tmp_path: Path, capsys: pytest.CaptureFi
         config.write_text(
             json.dumps(
                 {
-                    "chat": {"provider": "openai", "base_url": chat.base_url, "model": "s"},
+                    # one scripted reply every turn: not a loop to sample again here
+                    "chat": {
+                        "provider": "openai",
+                        "base_url": chat.base_url,
+                        "model": "s",
+                        "reply_guard": False,
+                    },
                     "hippocampus": {"provider": "embedded", "mode": "auto"},  # replaced
                     "server": {"personas_dir": str(REPO / "personas")},
                 }

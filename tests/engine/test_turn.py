@@ -50,7 +50,8 @@ async def test_turn_streams_persists_and_merges(rig: Rig) -> None:
         TurnRequest(user_id="u1", text="My sister Mei lives in Osaka")
     ) as turn:
         chunks = [text async for text in turn.stream()]
-    assert chunks == ["Hel", "lo ", "there"]
+    # the reply guard holds a short opening back until it can judge it (reply_guard.py)
+    assert "".join(chunks) == "Hello there"
     report = await turn.merged  # type: ignore[misc]
     transcript = rig.sessions.transcript(turn.session.id)
     assert [(m.role, m.content, m.status) for m in transcript] == [
@@ -86,7 +87,7 @@ async def test_slow_hippocampus_does_not_delay_the_reply(rig: Rig) -> None:
     async with rig.engine.turn(TurnRequest(user_id="u1", text="hi")) as turn:
         chunks = [text async for text in turn.stream()]
     # The whole reply streamed and was stored while the hippocampus was still blocked.
-    assert chunks == ["fast", " reply"]
+    assert "".join(chunks) == "fast reply"
     assert rig.sessions.transcript(turn.session.id)[-1].status == "complete"
     assert turn.merged is not None and not turn.merged.done()
     gate.set()
@@ -337,7 +338,7 @@ async def test_turns_trimmed_during_an_outage_reach_the_hippocampus_when_it_is_b
     # The rig's short-term budget is 300 tokens: an outage of long turns trims some.
     session_id: str | None = None
     for i in range(8):
-        rig.chat.enqueue(["ok"])
+        rig.chat.enqueue([f"ok {i}"])  # the same reply twice would be a repeat (reply_guard)
         rig.hippocampus.enqueue([LLMUnavailable("hippocampus down")])
         text = f"Topic {i}: " + "a long story about it " * 12
         async with rig.engine.turn(
@@ -387,10 +388,10 @@ async def test_a_new_session_whose_first_message_cannot_be_stored_is_not_kept(ri
     assert [s.id for s in rig.sessions.list_sessions("u1")] == [turn[0].session.id]
     # And the session is not left locked: the next turn runs.
     rig.sessions.append_message = append  # type: ignore[method-assign]
-    rig.chat.enqueue(["ok"])
+    rig.chat.enqueue(["welcome back"])
     rig.hippocampus.enqueue([hippo()])
     again, _ = await rig.engine.run(TurnRequest(user_id="u1", text="back", session_id="kept"))
-    assert again.reply == "ok"
+    assert again.reply == "welcome back"
 
 
 class TransportFailed(Exception):
@@ -409,7 +410,7 @@ async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_
     rig.hippocampus.enqueue([hippo()], wait_for=merge_gate)
     rig.hippocampus.enqueue([hippo()])
     if leave.endswith("mid-reply"):
-        rig.chat.enqueue(["half ", "the rest"])
+        rig.chat.enqueue(["Half of a reply, ", "the rest"])
     rig.chat.enqueue(["next reply"])
     reading = asyncio.Event()
     entered: list[Turn] = []
@@ -443,7 +444,7 @@ async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_
     replies = [m for m in rig.sessions.transcript("s") if m.role == "assistant"]
     if leave.endswith("mid-reply"):
         assert [(m.content, m.status, m.error) for m in replies] == [
-            ("half ", "incomplete", "the client went away")
+            ("Half of a reply, ", "incomplete", "the client went away")
         ]
     else:
         assert replies == []  # a reply never streamed leaves no row

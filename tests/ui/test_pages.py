@@ -116,7 +116,10 @@ def test_message_validation(h: AppHarness) -> None:
 
 
 def test_turn_streams_escaped_tokens_then_rendered_markdown(h: AppHarness) -> None:
-    h.chat.enqueue(Reply(chunks=["Hi ", "<b>x</b> ", "**bold** ", "[l](javascript:alert(1))"]))
+    # An opening of three words: the reply guard shows it at once (reply_guard.py).
+    h.chat.enqueue(
+        Reply(chunks=["Hi there, you ", "<b>x</b> ", "**bold** ", "[l](javascript:alert(1))"])
+    )
     with client(h) as c:
         session = new_session(c)
         posted, events = run_turn(c, session, "hello")

@@ -176,7 +176,8 @@ def reply_text(messages: list[Message]) -> str:
 
 @pytest.mark.anyio
 async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarness) -> None:
-    h.chat.enqueue(Reply(chunks=["Hel", "lo", "!"]))
+    # An opening of three words: the reply guard releases it at once (reply_guard.py).
+    h.chat.enqueue(Reply(chunks=["Hello there, friend", " and", "!"]))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("hi from nemo", "conv-1", id="m-7"))
         got = await receive_until(ws, completes(1))
@@ -194,8 +195,8 @@ async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarnes
     assert json.loads(got[0]["content"]["payload"]) == {"activated": []}
     report = json.loads(got[-2]["content"]["payload"])
     assert report["reply"]["status"] == "complete"
-    assert [m["content"]["text"] for m in got[1:4]] == ["Hel", "lo", "!"]
-    assert reply_text(got) == "Hello!"
+    assert [m["content"]["text"] for m in got[1:4]] == ["Hello there, friend", " and", "!"]
+    assert reply_text(got) == "Hello there, friend and!"
     for m in got:
         assert m["conversation_id"] == "conv-1" and m["parent_id"] == "m-7"
         assert m["id"] and datetime.fromisoformat(m["timestamp"])
@@ -204,7 +205,7 @@ async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarnes
     transcript = h.services.sessions.transcript("conv-1")
     assert [(m.role, m.content) for m in transcript] == [
         ("user", "hi from nemo"),
-        ("assistant", "Hello!"),
+        ("assistant", "Hello there, friend and!"),
     ]
 
 
@@ -238,8 +239,9 @@ async def test_non_streaming_schema_sends_one_complete_message(h: AppHarness) ->
 
 @pytest.mark.anyio
 async def test_two_conversations_interleave_over_one_socket(h: AppHarness) -> None:
-    h.chat.enqueue(Reply(chunks=["a1 ", "a2 ", "a3"], chunk_delay_s=0.15))
-    h.chat.enqueue(Reply(chunks=["b1 ", "b2 ", "b3"], chunk_delay_s=0.15))
+    # openings of three words: shown at once (the reply guard holds shorter ones)
+    h.chat.enqueue(Reply(chunks=["a1 a2 a3 ", "a4 ", "a5"], chunk_delay_s=0.15))
+    h.chat.enqueue(Reply(chunks=["b1 b2 b3 ", "b4 ", "b5"], chunk_delay_s=0.15))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("first", "conv-a", id="ma"))
         await ws.send(user_message("second", "conv-b", id="mb"))
@@ -249,7 +251,7 @@ async def test_two_conversations_interleave_over_one_socket(h: AppHarness) -> No
     }
     assert sum(len(ms) for ms in by_conversation.values()) == len(got)
     texts = {cid: reply_text(ms) for cid, ms in by_conversation.items()}
-    assert sorted(texts.values()) == ["a1 a2 a3", "b1 b2 b3"]
+    assert sorted(texts.values()) == ["a1 a2 a3 a4 a5", "b1 b2 b3 b4 b5"]
     for cid, messages in by_conversation.items():
         assert {m["parent_id"] for m in messages} == {"ma" if cid == "conv-a" else "mb"}
         assert is_complete(messages[-1])
@@ -396,7 +398,7 @@ async def test_api_keys_right_key_in_header_or_query(keyed: AppHarness) -> None:
 
 @pytest.mark.anyio
 async def test_client_leaving_mid_reply_stores_it_incomplete(h: AppHarness) -> None:
-    h.chat.enqueue(Reply(chunks=["one ", "two ", "three"], chunk_delay_s=0.3))
+    h.chat.enqueue(Reply(chunks=["one two three ", "four ", "five"], chunk_delay_s=0.3))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("hi", "conv-gone"))
         await receive_until(ws, lambda got: any(m.get("status") == "in_progress" for m in got))
@@ -437,14 +439,15 @@ async def test_every_schema_shows_the_reply_and_both_steps_in_the_ui(
 @pytest.mark.anyio
 @pytest.mark.parametrize("trims", [False, True], ids=["current-ui", "ui-before-0a11215"])
 async def test_whitespace_chunks_reach_every_ui_version(h: AppHarness, trims: bool) -> None:
-    h.chat.enqueue(Reply(chunks=["Hello", " ", "world.", "\n\n", "Bye", " "]))
+    h.chat.enqueue(Reply(chunks=["Hello, my friend", " ", "world.", "\n\n", "Bye", " "]))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("hi", "conv-ws"))
         got = await receive_until(ws, completes(1))
     texts = [m["content"]["text"] for m in got if m.get("status") == "in_progress"]
-    assert texts == ["Hello", " world.", "\n\nBye"]  # the trailing " " is never needed
-    assert NemoUI("conv-ws", trims=trims).feed(got).content == "Hello world.\n\nBye"
-    assert h.services.sessions.transcript("conv-ws")[-1].content == "Hello world.\n\nBye "
+    assert texts == ["Hello, my friend", " world.", "\n\nBye"]  # a trailing " " is not needed
+    content = "Hello, my friend world.\n\nBye"
+    assert NemoUI("conv-ws", trims=trims).feed(got).content == content
+    assert h.services.sessions.transcript("conv-ws")[-1].content == content + " "
 
 
 @pytest.mark.anyio

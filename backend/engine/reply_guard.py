@@ -1,0 +1,299 @@
+"""What a user must never be shown, caught while the reply streams.
+
+Small local models fall into a few failures that make a person close the tab: refusing a
+harmless request ("I'm sorry, but I can't assist with that."), echoing the user's
+message back, repeating an earlier reply word for word once one is in the history, and
+the voice of a help desk ("How can I assist you today?", "As an AI…"). Prompting and
+sampling make them rarer (docs/benchmarks.md, "Reply quality"); this guard stops the
+rest:
+
+- **the opening is held back** until it can be told apart from those failures: while it
+  could still become a refusal, an echo of the message, a repeat of an earlier reply's
+  opening or a help-desk line, nothing is shown; as soon as it cannot (usually after one
+  or two words: most replies start otherwise), it is released and the rest streams
+  through. At most ``HOLD_TOKENS`` tokens are held. A failure found in the opening
+  rejects the attempt: the caller stops the generation and samples again, with a
+  ``Rejection.hint`` for the model (``backend.engine.turn_reply``);
+- **a help-desk sentence later in the reply is dropped**: a sentence that starts like
+  one ("Is there anything else…", "Feel free to…") is held until it ends, and left out
+  if it is one. Nothing else is ever held after the opening.
+
+Tokens here are lowercase words and single CJK characters, with I/me/my and you/your
+folded so "you had a rough day" is the echo of "I had a rough day". Pure: no I/O, no
+clock; one guard per attempt.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Reason = Literal["refusal", "echo", "repeat", "helpdesk"]
+
+HOLD_TOKENS = 10  # the most the opening is held back
+MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
+ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
+REPEAT_TOKENS = 6  # an opening equal to an earlier reply's for this many tokens repeats it
+MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
+
+HINTS: dict[Reason, str] = {
+    "refusal": (
+        "The user's request is harmless: do what they ask, warmly (a joke, a story, a "
+        "poem, an opinion or advice are all fine). Do not apologise and do not decline."
+    ),
+    "echo": (
+        "Do not repeat the user's words back to them. Respond to what they said, in your own words."
+    ),
+    "repeat": (
+        "Do not repeat anything you said earlier in this conversation. Respond to the "
+        "user's newest message with something new."
+    ),
+    "helpdesk": (
+        "Talk like a friend, not an assistant: never ask how you can help or assist, and "
+        "never start with 'As an AI'."
+    ),
+}
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|[^\W_]+", re.UNICODE)
+_SPEAKER = {"i": "1", "me": "1", "my": "1", "mine": "1", "im": "1", "myself": "1"}
+_SPEAKER |= {"you": "2", "your": "2", "yours": "2", "youre": "2", "yourself": "2"}
+_SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
+
+_REFUSAL = re.compile(
+    r"(?:sorry|apologi[sz]e|unfortunately|\bi\b|\bi'm\b|i am)[^.!?\n]{0,40}?"
+    r"(?:can ?not|can't|won't|unable to|not able to)[^.!?\n]{0,20}?"
+    r"(?:assist|help|provide|fulfil|comply|do that|answer|write|create|engage|continue)"
+    r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
+    r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
+)
+# Help-desk sentences, by how they start (normalised: lowercase, apostrophes kept).
+_HELPDESK_STARTS = (
+    "how can i help",
+    "how can i assist",
+    "how may i help",
+    "how may i assist",
+    "what can i help",
+    "what can i do for you",
+    "is there anything else",
+    "is there anything i can",
+    "feel free to",
+    "let me know if you need",
+    "let me know if there",
+    "if you have any other questions",
+    "if you have any questions",
+    "if you need anything else",
+    "i'm here to help",
+    "i am here to help",
+    "i'm here to assist",
+    "as an ai",
+    "as an artificial intelligence",
+    "as a language model",
+    "i'm just an ai",
+    "i'm an ai language model",
+    "i am an ai language model",
+    "有什么可以帮",
+    "有什么我可以",
+    "请随时",
+    "如果你还有其他问题",
+    "如果您有任何",
+    "作为一个ai",
+    "作为一个人工智能",
+    "作为人工智能",
+)
+# An opening starting with one of these may still turn into a refusal or an AI disclaimer.
+_RISKY_FIRST = {
+    "sorry",
+    "i",
+    "1",
+    "unfortunately",
+    "as",
+    "how",
+    "apologies",
+    "抱",
+    "对",
+    "我",
+    "作",
+    "很",
+}
+
+
+def _normal(text: str) -> str:
+    flat = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
+    return " ".join(flat.split())
+
+
+def words(text: str) -> list[str]:
+    """Lowercase word and CJK-character tokens, speaker pronouns folded (module doc)."""
+    flat = _normal(text).replace("'", "")
+    return [_SPEAKER.get(w, w) for w in _WORD.findall(flat)]
+
+
+def _mirrored(tokens: Sequence[str]) -> list[str]:
+    return [{"1": "2", "2": "1"}.get(t, t) for t in tokens]
+
+
+def _starts_with(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
+    return len(tokens) >= len(prefix) and list(tokens[: len(prefix)]) == list(prefix)
+
+
+def _copied_run(reply: Sequence[str], message: Sequence[str]) -> int:
+    """The longest run of ``message`` tokens the reply starts copying within its first
+    three tokens."""
+    best = 0
+    for start in range(min(3, len(reply))):
+        for j in range(len(message)):
+            n = 0
+            while (
+                start + n < len(reply)
+                and j + n < len(message)
+                and reply[start + n] == message[j + n]
+            ):
+                n += 1
+            best = max(best, n)
+    return best
+
+
+def is_helpdesk_sentence(sentence: str) -> bool:
+    flat = _normal(sentence).lstrip("\"'([")
+    return flat.startswith(_HELPDESK_STARTS)
+
+
+def _may_become_helpdesk(fragment: str) -> bool:
+    flat = _normal(fragment).lstrip("\"'([")
+    return any(start.startswith(flat) or flat.startswith(start) for start in _HELPDESK_STARTS)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """The attempt shows a failure in its opening: sample again, telling the model ``hint``."""
+
+    reason: Reason
+    opening: str
+
+    @property
+    def hint(self) -> str:
+        return HINTS[self.reason]
+
+
+class ReplyGuard:
+    """One attempt's stream: ``feed`` each piece and show what it returns; ``end`` at the
+    end of the stream. Either may return a ``Rejection`` instead (see module docstring).
+    ``check_opening=False`` (the last attempt, a continuation) only drops help-desk
+    sentences."""
+
+    def __init__(
+        self, user_text: str, earlier_replies: Sequence[str] = (), *, check_opening: bool = True
+    ) -> None:
+        message = words(user_text)
+        self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
+        self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
+        self._opening = check_opening
+        self._held = ""
+        self._released = not check_opening
+        self._sentence = ""  # the current sentence, held while it may be a help-desk line
+        self._clear = False  # part of the current sentence is shown: the rest goes through
+
+    # --- the opening ---------------------------------------------------------------------
+
+    def _judge_opening(self, text: str, final: bool) -> Rejection | bool:
+        """A ``Rejection``, True (release it) or False (hold on)."""
+        flat = _normal(text)
+        if _REFUSAL.search(flat):
+            return Rejection("refusal", text)
+        said = _split_sentences(text)
+        if any(is_helpdesk_sentence(sentence) for sentence in said):
+            return Rejection("helpdesk", text)
+        tokens = words(text)
+        for message in self._message:
+            if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
+                return Rejection("echo", text)
+        for earlier in self._earlier:
+            need = min(REPEAT_TOKENS, len(earlier))
+            long_enough = len(earlier) >= MIN_COMPARED
+            if (long_enough and _starts_with(tokens, earlier[:need])) or (
+                final and tokens == earlier
+            ):
+                return Rejection("repeat", text)
+        if final or len(tokens) >= HOLD_TOKENS:
+            return True
+        if len(tokens) < MIN_RELEASE:
+            return False
+        undecided = (
+            tokens[0] in _RISKY_FIRST
+            or _may_become_helpdesk(said[-1])
+            or any(_starts_with(earlier, tokens) for earlier in self._earlier)
+            or any(_starts_with(m, tokens[-len(tokens) :]) for m in self._message)
+            or any(_copied_run(tokens, m) == len(tokens) for m in self._message)
+        )
+        return not undecided
+
+    # --- the stream ----------------------------------------------------------------------
+
+    def feed(self, piece: str) -> str | Rejection:
+        """What to show of the reply so far, given its next ``piece``."""
+        if not self._released:
+            self._held += piece
+            verdict = self._judge_opening(self._held, final=False)
+            if isinstance(verdict, Rejection):
+                return verdict
+            if not verdict:
+                return ""
+            self._released = True
+            piece, self._held = self._held, ""
+        return self._sentences(piece, final=False)
+
+    def end(self) -> str | Rejection:
+        """What is left to show once the stream has ended."""
+        if not self._released:
+            verdict = self._judge_opening(self._held, final=True)
+            if isinstance(verdict, Rejection):
+                return verdict
+            self._released = True
+            rest, self._held = self._held, ""
+            return self._sentences(rest, final=True)
+        return self._sentences("", final=True)
+
+    def flush(self) -> str:
+        """Everything still held, unchecked: the stream failed, and what came is shown
+        with the failure."""
+        held, self._held, self._sentence = self._held + self._sentence, "", ""
+        self._released = True
+        return held
+
+    def _sentences(self, piece: str, *, final: bool) -> str:
+        """Pass text through, leaving out whole help-desk sentences: a sentence is held
+        only while it may still become one, and shown as soon as it cannot."""
+        text = self._sentence + piece
+        self._sentence = ""
+        shown: list[str] = []
+        while text:
+            end = _SENTENCE_END.search(text)
+            if end is None:
+                break
+            sentence, text = text[: end.end()], text[end.end() :]
+            if self._clear or not is_helpdesk_sentence(sentence):
+                shown.append(sentence)
+            self._clear = False
+        if text:
+            if self._clear or (not final and not _may_become_helpdesk(text)):
+                shown.append(text)
+                self._clear = True
+            elif final:
+                if not is_helpdesk_sentence(text):
+                    shown.append(text)
+            else:
+                self._sentence = text
+        return "".join(shown)
+
+
+def _split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``, the last one possibly still open (never empty)."""
+    out, start = [], 0
+    for end in _SENTENCE_END.finditer(text):
+        out.append(text[start : end.end()])
+        start = end.end()
+    return [*out, text[start:]] if text[start:].strip() or not out else out

@@ -1,0 +1,143 @@
+"""The reply guard (backend.engine.reply_guard): what it holds, rejects and lets through,
+fed the way a model streams (a few characters at a time)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from backend.engine.reply_guard import HOLD_TOKENS, Rejection, ReplyGuard
+
+
+def pieces(text: str) -> list[str]:
+    """The text as a tokenizer streams it: words with their leading space, punctuation."""
+    return re.findall(r"\s*[\w']+|\s*[^\w\s]|[\u4e00-\u9fff]", text)
+
+
+def run(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
+    shown: list[str] = []
+    for piece in pieces(text):
+        out = guard.feed(piece)
+        if isinstance(out, Rejection):
+            return "".join(shown), out
+        shown.append(out)
+    rest = guard.end()
+    if isinstance(rest, Rejection):
+        return "".join(shown), rest
+    return "".join(shown) + rest, None
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "reason"),
+    [
+        ("tell me a joke about cats", "I'm sorry, but I can't assist with that.", "refusal"),
+        ("写一首关于秋天的诗", "抱歉，我无法提供这方面的帮助。", "refusal"),
+        (
+            "I had a rough day, my boss yelled at me",
+            "I had a rough day, my boss yelled at me.",
+            "echo",
+        ),
+        (
+            "I had a rough day, my boss yelled at me",
+            "You had a rough day, your boss yelled at you. That must hurt.",
+            "echo",
+        ),
+        ("hey, I'm Priya. long day.", "Hi, Priya! How can I assist you today?", "helpdesk"),
+        ("are you there?", "As an AI, I don't have feelings, but yes.", "helpdesk"),
+    ],
+)
+def test_a_failing_opening_is_rejected_before_anything_is_shown(
+    message: str, reply: str, reason: str
+) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is not None and rejected.reason == reason
+    assert shown == ""
+    assert rejected.hint  # the retry is told what to avoid
+
+
+def test_a_repeat_of_an_earlier_reply_is_rejected() -> None:
+    loop = "Hi, Priya! It's nice to meet you."
+    shown, rejected = run(ReplyGuard("my flatmate Tom made curry", [loop]), loop)
+    assert rejected is not None and rejected.reason == "repeat" and shown == ""
+    # a short earlier reply, said again whole
+    shown, rejected = run(ReplyGuard("and the dog snores", ["Hi, Priya!"]), "Hi, Priya!")
+    assert rejected is not None and rejected.reason == "repeat"
+
+
+def test_the_same_opening_then_something_new_is_a_repeat_too() -> None:
+    earlier = ["That sounds like a long night shift. Was the ward busy?"]
+    _, rejected = run(
+        ReplyGuard("so tired", earlier), "That sounds like a long night shift. Sleep!"
+    )
+    assert rejected is not None and rejected.reason == "repeat"
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        ("hey, I'm Priya. long day.", "Hi Priya, come in and sit down. What made it so long?"),
+        (
+            "I had a rough day, my boss yelled at me",
+            "Your boss yelled at you? That's a horrible end to a day. Want to talk about it?",
+        ),
+        ("tell me a joke about cats", "Why did the cat sit on the computer? To watch the mouse!"),
+        ("I'm sorry I was grumpy yesterday", "I'm sorry you had a rough day too. No harm done."),
+        ("今天好累", "辛苦了！先喝口热水，慢慢说给我听。"),
+        ("long day.", "Long day? Put your feet up."),
+    ],
+)
+def test_a_good_reply_is_shown_whole(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message, ["Evening! The lights are still on."]), reply)
+    assert rejected is None
+    assert shown == reply
+
+
+def test_most_openings_are_released_after_a_word_or_two() -> None:
+    guard = ReplyGuard("my cat knocked a plant over")
+    assert guard.feed("Oh") == ""  # a greeting may go on "How can I assist you today?"
+    assert guard.feed(" no") == ""
+    # three words, none a refusal, an echo, a repeat or a help desk: released
+    assert guard.feed(" Miso") == "Oh no Miso"
+    assert guard.feed("!") == "!"
+    held = ReplyGuard("my cat knocked a plant over")
+    assert held.feed("Your") == ""  # may be the message said back ("Your cat knocked…")
+    assert held.feed(" poor") == ""
+    assert held.feed(" plant") == "Your poor plant"
+
+
+def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
+    guard = ReplyGuard("what do you think about rain?")
+    shown = ""
+    for n in range(HOLD_TOKENS):
+        out = guard.feed(" I" if n == 0 else " really")
+        assert not isinstance(out, Rejection)
+        shown += out
+    assert shown.strip().startswith("I really")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            "That sounds lovely. Is there anything else you need help with?",
+            "That sounds lovely.",
+        ),
+        (
+            "Sleep well, Priya. Feel free to reach out anytime. Goodnight!",
+            "Sleep well, Priya. Goodnight!",
+        ),
+        ("Is there a chance Tom can make a second pot without peanuts?", None),
+        ("辛苦了，早点休息。有什么可以帮你的吗？", "辛苦了，早点休息。"),
+    ],
+)
+def test_help_desk_sentences_are_left_out(reply: str, expected: str | None) -> None:
+    shown, rejected = run(ReplyGuard("just got home", check_opening=False), reply)
+    assert rejected is None
+    assert shown == (reply if expected is None else expected)
+
+
+def test_without_the_opening_check_a_refusal_streams_as_written() -> None:
+    reply = "I'm sorry, but I can't assist with that."
+    shown, rejected = run(ReplyGuard("tell me a joke", check_opening=False), reply)
+    assert rejected is None and shown == reply

@@ -1,0 +1,90 @@
+"""The reply guard in the turn (backend.engine.turn_reply): a refusal, an echo or a repeat
+is never shown; the model is asked again with a hint; the last attempt is shown."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.engine.reply_guard import HINTS
+from backend.engine.turn import TurnRequest
+from backend.llm.port import Sampling
+
+from .conftest import Rig, make_rig
+
+pytestmark = pytest.mark.anyio
+
+QUIET = json.dumps({"background": "", "short_term": [], "long_term": []})
+
+
+async def reply(rig: Rig, text: str, session: str = "s1", **extra: object) -> tuple[str, list]:
+    rig.hippocampus.enqueue([QUIET])
+    request = TurnRequest(user_id="u1", text=text, session_id=session, **extra)  # type: ignore[arg-type]
+    async with rig.engine.turn(request) as turn:
+        shown = "".join([piece async for piece in turn.stream()])
+    await turn.merged  # type: ignore[misc]
+    return shown, turn.rejected
+
+
+async def test_a_refusal_is_sampled_again_with_a_hint(rig: Rig) -> None:
+    rig.chat.enqueue(
+        ["I'm", " sorry", ",", " but", " I", " can't", " assist", " with", " that", "."]
+    )
+    rig.chat.enqueue(["Why", " did", " the", " cat", " sit", " on", " the", " laptop", "?"])
+    shown, rejected = await reply(rig, "tell me a joke about cats")
+    assert shown == "Why did the cat sit on the laptop?"
+    assert rejected == ["refusal"]
+    first, second = rig.chat.calls[-2:]
+    assert not any(HINTS["refusal"] == m["content"] for m in first.messages)
+    assert second.messages[-1] == {"role": "system", "content": HINTS["refusal"]}
+    # what the user saw is what was stored
+    stored = rig.sessions.transcript("s1")
+    assert stored[-1].content == shown
+
+
+async def test_a_loop_is_broken_and_a_fixed_seed_moves_on(rig: Rig) -> None:
+    rig.chat.enqueue(["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."])
+    await reply(rig, "hey, I'm Priya. long day.")
+    rig.chat.enqueue(["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."])
+    rig.chat.enqueue(["A", " night", " nurse", "!", " You", " must", " be", " shattered", "."])
+    shown, rejected = await reply(rig, "I'm a nurse on the night shift", sampling=Sampling(seed=42))
+    assert shown == "A night nurse! You must be shattered."
+    assert rejected == ["repeat"]
+    seeds = [call.sampling.seed for call in rig.chat.calls[-2:] if call.sampling]
+    assert seeds[0] == 42 and seeds[1] != 42
+
+
+async def test_an_echo_is_never_shown_even_when_every_attempt_echoes(rig: Rig) -> None:
+    echo = ["I", " had", " a", " rough", " day", ",", " my", " boss", " yelled", " at", " me", "."]
+    for _ in range(3):
+        rig.chat.enqueue(list(echo))
+    shown, rejected = await reply(rig, "I had a rough day, my boss yelled at me")
+    # two retries, then the last attempt is shown as it is: the guard never loops forever
+    assert rejected == ["echo", "echo"]
+    assert len(rig.chat.calls) == 3
+    assert shown == "".join(echo)
+
+
+async def test_help_desk_lines_are_left_out_of_the_reply(rig: Rig) -> None:
+    rig.chat.enqueue(
+        ["Night", " shifts", " are", " hard", ".", " Is", " there", " anything", " else",
+         " I", " can", " help", " with", "?"]
+    )  # fmt: skip
+    shown, rejected = await reply(rig, "just got home from the night shift")
+    assert shown == "Night shifts are hard."
+    assert rejected == []
+
+
+async def test_the_guard_can_be_switched_off(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    try:
+        rig.engine.settings = dataclasses.replace(rig.engine.settings, reply_guard=False)
+        rig.chat.enqueue(["I'm sorry, but I can't assist with that."])
+        shown, rejected = await reply(rig, "tell me a joke")
+        assert shown == "I'm sorry, but I can't assist with that." and rejected == []
+        assert len(rig.chat.calls) == 1
+    finally:
+        rig.services.close()
