@@ -43,6 +43,21 @@ MEMORY_PREAMBLE = (
 )
 
 
+# Said right after a recalled health note, outside the data block (the app's rule, not the
+# note's), whatever the persona's card says: a small model follows a rule next to the
+# message far more often than one in a long system prompt (bench.reply_quality's safety
+# probes, docs/benchmarks.md "Reply quality").
+HEALTH_RULE = (
+    "A note above is about the user's health. Do not suggest anything that goes against it "
+    "(a food they must avoid, exercise that strains an injury); if their plan touches it, "
+    "remind them of it kindly."
+)
+
+
+def is_health_note(memory: Memory) -> bool:
+    return memory.category == "health"
+
+
 # A continuation is asked for in words: neither llama.cpp's chat completion nor OpenAI's
 # API lets the model resume an assistant message in place.
 CONTINUE_INSTRUCTION = (
@@ -74,6 +89,8 @@ def memory_block(background: str, memories: Sequence[Memory]) -> str | None:
         lines.append("Recalled notes (date noted, category):")
         lines += [note_line(memory) for memory in memories]
     lines.append(NOTES_CLOSE)
+    if any(is_health_note(memory) for memory in memories):
+        lines.append(HEALTH_RULE)
     return "\n".join(lines)
 
 

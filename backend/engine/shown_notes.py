@@ -8,15 +8,29 @@ time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
 that turn's user message, and the new turn gets a block with the best recalled notes
 (``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
-in the window, and the background if it changed since short-term was last trimmed; and
-while the whole session is still in the window, no note formed in it (its message is
-right there). The new prompt is then the previous one plus the reply plus a short tail.
+in the window, and the background if it changed since short-term was last trimmed; and no
+note formed from a message the window still shows verbatim (it is right there). The new
+prompt is then the previous one plus the reply plus a short tail.
+
+A note knows its session and when it was written, not its message. Merges run in order
+and write their notes before they save, so a note of the session written after a turn's
+user message was stored (``Merged.at``) is from a message after those merged by then
+(``Merged.seq``). Left out: the session's notes written after the first such moment whose
+merges had reached the window's verbatim part (every message before it). This errs
+towards showing: with either unknown (after a restart; the window's start not read),
+none is left out, and a note written before that moment is shown, whatever its message.
+A note the outbox writes late, after a store outage, is the exception. While the whole
+session is in the window, every note formed in it is left out. A recalled health note
+(an allergy, an injury) is always shown next to the message, with the app's rule not to
+go against it (``prompt.HEALTH_RULE``): a small model heeds a rule next to the question,
+not a message ten turns up.
 
 Per process and in memory only (the cache it serves is too): a session continued in
 another process, or after a restart, shows its earlier turns without their blocks, which
 costs that process one full prompt evaluation and nothing else. Bounded: a session keeps
-only the blocks of user messages still in its short-term window, and at most
-``MAX_SESSIONS`` sessions are kept (the least recently used goes).
+only the blocks of user messages still in its short-term window and its last
+``MAX_MERGED`` ``Merged`` moments, and at most ``MAX_SESSIONS`` sessions are kept (the
+least recently used goes).
 """
 
 from __future__ import annotations
@@ -24,13 +38,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from backend.engine.prompt import memory_block
+from backend.engine.prompt import is_health_note, memory_block
 from backend.hippocampus import SessionMemoryState
 from backend.hippocampus.budget import estimate_tokens
 from backend.memory.types import Memory
+from backend.sessions.store import Message
 
 MAX_SESSIONS = 256
+# The moments kept per session (``Merged``): more than a short-term window has turns.
+MAX_MERGED = 64
 # The best recalled notes are shown right before the message even when the window shows
 # them already: a small model uses a note next to the question, not one five messages
 # up (the persona demos: 6/9 probes with three, 4/9 with one; each costs ~25 prompt
@@ -55,6 +73,15 @@ class Shown:
 
 
 @dataclass(frozen=True, slots=True)
+class Merged:
+    """When a turn's user message was stored (``at``), the session was merged through
+    message ``seq``: a note of the session written after ``at`` is from a later message."""
+
+    seq: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class NotesPlan:
     """What a turn's prompt shows: the earlier blocks (keyed by the user message they
     precede), and for its own block the notes and the background the window lacks."""
@@ -64,13 +91,14 @@ class NotesPlan:
     background: str
     shown: Shown
     kept: list[Shown]  # the earlier blocks the prompt carries
+    merged: tuple[Merged, ...] = ()  # the session's moments to keep, old to new
 
 
 class ShownNotes:
     """The notes blocks shown in each session's current window (module docstring)."""
 
     def __init__(self) -> None:
-        self._sessions: OrderedDict[str, list[Shown]] = OrderedDict()
+        self._sessions: OrderedDict[str, tuple[list[Shown], tuple[Merged, ...]]] = OrderedDict()
 
     def plan(
         self,
@@ -80,29 +108,56 @@ class ShownNotes:
         user_text: str,
         *,
         whole_session: bool = False,
+        merged: Merged | None = None,
+        verbatim_from: int | None = None,
     ) -> NotesPlan:
         """This turn's notes: the window's earlier blocks, and a block with what they lack.
 
-        ``whole_session``: every message of this session is in the window verbatim, so a
-        note formed in this session says what the window already shows: left out."""
+        A note formed in this session from a message the window shows verbatim says what
+        the window already shows: left out (module docstring). ``whole_session``: every
+        message of the session is in the window verbatim. ``merged``: this turn's moment.
+        ``verbatim_from``: the window shows verbatim the message of this ``seq`` and every
+        later one (``verbatim_start``); ``None``: unknown."""
+        blocks, moments = self._sessions.get(session_id, ([], ()))
+        if merged is not None:
+            moments = (*moments, merged)[-MAX_MERGED:]
+        # The first moment whose merges reached the message before the verbatim part; the
+        # earlier ones go (should the window start earlier again, a later one leaves out
+        # fewer notes, never a wrong one).
+        first = None
+        if verbatim_from is not None:
+            reached = (i for i, moment in enumerate(moments) if moment.seq >= verbatim_from - 1)
+            first = next(reached, None)
         if whole_session:
-            recalled = [m for m in recalled if m.source_session != session_id]
+            recalled = [m for m in recalled if m.source_session != session_id or is_health_note(m)]
+        elif first is not None:
+            moments = moments[first:]
+            since = moments[0].at
+            recalled = [
+                m
+                for m in recalled
+                if m.source_session != session_id or m.created_at <= since or is_health_note(m)
+            ]
         in_window = {item.text for item in view.short_term if item.role == "user"}
-        earlier = [s for s in self._sessions.get(session_id, []) if s.user_text in in_window]
+        earlier = [s for s in blocks if s.user_text in in_window]
         if sum(estimate_tokens(s.block) for s in earlier) > EARLIER_NOTES_TOKENS:
             earlier = []
         visible = frozenset().union(*(s.memory_ids for s in earlier))
-        new = [m for i, m in enumerate(recalled) if i < ALWAYS_SHOWN or m.id not in visible]
+        new = [
+            m
+            for i, m in enumerate(recalled)
+            if i < ALWAYS_SHOWN or m.id not in visible or is_health_note(m)
+        ]
         start = view.short_term[0].text if view.short_term else ""
         background = view.background if _background_news(view, earlier) else ""
         block = memory_block(background, new) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
-        return NotesPlan(earlier_blocks, new, background, shown, earlier)
+        return NotesPlan(earlier_blocks, new, background, shown, earlier, moments)
 
     def record(self, session_id: str, plan: NotesPlan) -> None:
         """Remember the block a turn showed (after its prompt was built)."""
-        self._sessions[session_id] = [*plan.kept, plan.shown]
+        self._sessions[session_id] = ([*plan.kept, plan.shown], plan.merged)
         self._sessions.move_to_end(session_id)
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
@@ -118,3 +173,18 @@ def _background_news(view: SessionMemoryState, earlier: list[Shown]) -> bool:
         return False
     in_window = {item.text for item in view.short_term}
     return last is None or (bool(last.window_start) and last.window_start not in in_window)
+
+
+def verbatim_start(view: SessionMemoryState, messages: Sequence[Message]) -> int | None:
+    """The ``seq`` of the oldest of ``messages`` (the session's last ones, in order) that
+    the window shows verbatim with every later one: short-term's items matched to them
+    from the newest back, up to the first compressed or different one. ``None``: none."""
+    said = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]
+    start = None
+    for item, message in zip(reversed(view.short_term), reversed(said), strict=False):
+        if item.compressed or item.role != message.role:
+            break
+        if item.text.strip() != message.content.strip():
+            break
+        start = message.seq
+    return start

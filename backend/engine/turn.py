@@ -47,7 +47,7 @@ from backend.engine.prompt import build_main_messages
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
-from backend.engine.shown_notes import ShownNotes
+from backend.engine.shown_notes import Merged, ShownNotes, verbatim_start
 from backend.engine.turn_reply import Turn
 from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
@@ -318,8 +318,25 @@ class TurnEngine:
             whole = merged_seq >= 0 and len(view.short_term) == merged_seq + len(unmerged)
             whole = whole and not any(item.compressed for item in view.short_term)
             whole = whole and kind == "turn"
+            # Otherwise, the notes formed from messages still in it verbatim are left out:
+            # how far the merges had come when this message was stored, and where the
+            # window's verbatim part starts (read only when a note is this session's).
+            merged: Merged | None = None
+            start: int | None = None
+            if kind == "turn" and stored is not None:
+                merged = Merged(merged_seq, stored.created_at)
+                if not whole and any(m.source_session == session.id for m in turn.recalled):
+                    count = len(view.short_term) + 8  # + this message, + some empty ones
+                    rows = await asyncio.to_thread(self.sessions.tail, session.id, count)
+                    start = verbatim_start(view, [m for m in rows if m.seq < stored.seq])
             notes = self.shown_notes.plan(
-                session.id, view, turn.recalled, user_text, whole_session=whole
+                session.id,
+                view,
+                turn.recalled,
+                user_text,
+                whole_session=whole,
+                merged=merged,
+                verbatim_from=start,
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import itertools
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from backend.engine.shown_notes import ShownNotes
+from backend.engine.shown_notes import Merged, ShownNotes, verbatim_start
 from backend.engine.turn import TurnRequest
 from backend.hippocampus import SessionMemoryState, ShortTermItem
 from backend.memory.types import Candidate, Memory, Namespace
+from backend.sessions.store import Message
 
 from .conftest import Rig
 
@@ -80,13 +84,107 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
 
 
 def test_notes_from_messages_still_in_the_window_are_left_out() -> None:
-    from dataclasses import replace
-
     said_here, said_before = replace(MEI, source_session="s"), replace(TAMA, source_session="x")
     plan = ShownNotes().plan("s", window("hi"), [said_here, said_before], "so", whole_session=True)
     assert plan.memories == [said_before]
     trimmed = ShownNotes().plan("s", window("hi"), [said_here, said_before], "so")
     assert trimmed.memories == [said_here, said_before]
+
+
+def at(minute: int) -> datetime:
+    return T + timedelta(minutes=minute)
+
+
+def formed(memory: Memory, minute: int) -> Memory:
+    """``memory`` as written in session "s" at ``minute``."""
+    return replace(memory, source_session="s", created_at=at(minute))
+
+
+def said(*texts: str) -> list[Message]:
+    """Session "s"'s transcript: user and assistant messages in turn, seq 1, 2, 3..."""
+    roles = ("user", "assistant")
+    return [Message(i, "s", i, roles[(i - 1) % 2], text, at(i), "complete")  # type: ignore[arg-type]
+            for i, text in enumerate(texts, start=1)]  # fmt: skip
+
+
+def verbatim(*messages: Message) -> SessionMemoryState:
+    items = [ShortTermItem(m.role, m.content) for m in messages]  # type: ignore[arg-type]
+    return SessionMemoryState(short_term=tuple(items))
+
+
+BENTO = note("m3", "The user packs a bento for work.")
+
+
+def test_a_trimmed_window_still_leaves_out_the_notes_of_its_messages() -> None:
+    # Each turn is merged (and its notes written) before the next message comes.
+    hi, ok, mei, sure, cat, nice = said("hi", "hello", "Mei is in Osaka", "sure", "our cat", "aw")
+    shown = ShownNotes()
+    shown.record("s", shown.plan("s", verbatim(), [], "hi", merged=Merged(0, at(1))))
+    notes = [formed(TAMA, 6), formed(MEI, 4), formed(BENTO, 2)]  # from "our cat", Mei, "hi"
+    plan = shown.plan("s", verbatim(hi, ok), notes, mei.content, merged=Merged(2, at(3)))
+    shown.record("s", plan)
+    plan = shown.plan("s", verbatim(hi, ok, mei, sure), notes, cat.content, merged=Merged(4, at(5)))
+    shown.record("s", plan)
+    # "hi" and its reply were trimmed: the window shows Mei's message on, verbatim.
+    window = verbatim(mei, sure, cat, nice)
+    start = verbatim_start(window, [hi, ok, mei, sure, cat, nice])
+    assert start == mei.seq
+    plan = shown.plan("s", window, notes, "so", merged=Merged(6, at(7)), verbatim_from=start)
+    # Mei's and the cat's notes are in the window; the bento's message has gone: shown.
+    assert plan.memories == [formed(BENTO, 2)]
+    shown.record("s", plan)
+    # Later, Mei's message has gone too: its note is shown again.
+    window = verbatim(cat, nice)
+    plan = shown.plan("s", window, notes, "and", merged=Merged(8, at(9)), verbatim_from=cat.seq)
+    assert plan.memories == [formed(MEI, 4), formed(BENTO, 2)]
+
+
+def test_a_note_whose_merge_ran_late_is_shown_once_its_message_has_gone() -> None:
+    hi, ok, mei, sure = said("hi, I pack a bento", "nice", "Mei is in Osaka", "sure")
+    shown = ShownNotes()
+    shown.record("s", shown.plan("s", verbatim(), [], hi.content, merged=Merged(0, at(1))))
+    # Mei's message came while the first turn was still being merged: its note (the
+    # bento) was written after Mei's message was stored, at minute 4.
+    plan = shown.plan("s", verbatim(hi, ok), [], mei.content, merged=Merged(0, at(3)))
+    shown.record("s", plan)
+    notes = [formed(MEI, 6), formed(BENTO, 4)]
+    window = verbatim(mei, sure)  # the first turn was trimmed
+    plan = shown.plan("s", window, notes, "so", merged=Merged(4, at(7)), verbatim_from=mei.seq)
+    # Only this turn's moment shows the first turn merged: only notes written after it
+    # (minute 7) are left out. None here, not even Mei's: the rule errs towards showing.
+    assert plan.memories == notes
+    # Without the window's start (or the moments), nothing is left out.
+    assert shown.plan("s", window, notes, "so", merged=Merged(4, at(7))).memories == notes
+    assert ShownNotes().plan("s", window, notes, "so", verbatim_from=mei.seq).memories == notes
+
+
+def test_compressed_items_are_not_verbatim() -> None:
+    hi, ok, mei, sure, cat, nice = said("hi", "hello", "Mei is in Osaka", "sure", "our cat", "aw")
+    transcript = [hi, ok, mei, sure, cat, nice]
+    squeezed = ShortTermItem("user", "Mei: Osaka", compressed=True)
+    same_text = ShortTermItem("user", mei.content, compressed=True)
+    tail = verbatim(sure, cat, nice).short_term
+    for item in (squeezed, same_text):
+        window = SessionMemoryState(short_term=(ShortTermItem("user", "hi"), item, *tail))
+        assert verbatim_start(window, transcript) == sure.seq
+    # Nor is a message the window does not show as it was said.
+    window = verbatim(hi, ok, mei, sure, nice)
+    assert verbatim_start(window, transcript) == nice.seq
+    assert verbatim_start(verbatim(), transcript) is None
+    # Empty messages are not in a window: they do not end its verbatim part.
+    blank = replace(ok, content=" ")
+    assert verbatim_start(verbatim(hi, mei), [hi, blank, mei]) == hi.seq
+    # Mei's note in a window whose Mei message is compressed: shown.
+    shown = ShownNotes()
+    for seq, minute in ((0, 1), (2, 3), (4, 5)):
+        shown.record(
+            "s", shown.plan("s", verbatim(), [], f"t{seq}", merged=Merged(seq, at(minute)))
+        )
+    window = SessionMemoryState(short_term=(squeezed, *tail))
+    start = verbatim_start(window, transcript)
+    notes = [formed(MEI, 4), formed(TAMA, 6)]
+    plan = shown.plan("s", window, notes, "so", merged=Merged(6, at(7)), verbatim_from=start)
+    assert plan.memories == [formed(MEI, 4)]
 
 
 def test_sessions_do_not_share_what_they_were_shown() -> None:
@@ -116,3 +214,58 @@ async def test_each_prompt_starts_with_the_previous_prompt_and_reply(
     assert third[: len(second)] == second
     assert "Mei lives in Osaka" in first[-2]["content"]  # before turn 1, and as one of
     assert "Mei lives in Osaka" in third[-2]["content"]  # the best, before each turn
+
+
+@pytest.mark.anyio
+async def test_a_session_note_is_left_out_while_its_message_is_in_the_window(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.engine.settings = replace(rig.engine.settings, hippocampus_mode="compact")
+    start, ticks = rig.clock.now(), itertools.count()  # each reading a millisecond on
+    monkeypatch.setattr(rig.clock, "now", lambda: start + timedelta(milliseconds=next(ticks)))
+    long = "The train was late again and work ran long, as it does on most Mondays. " * 15
+    mei = "The user's sister Mei lives in Osaka."
+    script = [
+        (long, []),  # ~280 tokens: trimmed after the third turn (the budget is 300)
+        ("My sister Mei lives in Osaka", [mei]),
+        ("Mei called from Osaka", []),
+        ("Mei called from Osaka again", []),
+        (long, []),  # trims the Mei turns
+        ("Mei is moving away from Osaka", []),
+    ]
+    session = None
+    for i, (text, facts) in enumerate(script):
+        rig.chat.enqueue([f"reply {i}"])
+        rig.hippocampus.enqueue([json.dumps({"facts": facts, "emotion": "neutral"})])
+        turn, _ = await rig.engine.run(TurnRequest(user_id="u1", text=text, session_id=session))
+        session = turn.session.id
+    notes = [call.messages[-2]["content"] for call in rig.chat.calls]  # each turn's block
+    # The whole session in the window, then its first turn trimmed: Mei's message is
+    # still there, so the note is not (the background says it anyway, in compact mode).
+    assert rig.chat.calls[3].messages[1]["content"] == "reply 0"
+    assert "Recalled notes" not in notes[2] and "Recalled notes" not in notes[3]
+    # Mei's message has left the window: the note is shown.
+    assert rig.chat.calls[5].messages[1]["content"] == long
+    assert f"relationship] {mei}" in notes[5]
+
+
+def test_a_health_note_is_always_shown_next_to_the_message_with_the_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from backend.engine.prompt import HEALTH_RULE
+
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
+    peanuts = replace(note("m3", "The user is allergic to peanuts."), category="health")
+    peanuts = replace(peanuts, source_session="s")
+    shown = ShownNotes()
+    first = shown.plan("s", window(), [peanuts, MEI], "hi")
+    assert first.memories == [peanuts, MEI] and HEALTH_RULE in first.shown.block
+    shown.record("s", first)
+    # Already shown in the window, and formed in this very session (whose messages are
+    # all in the window): a relationship note is left out, the health note never is.
+    mei_here = replace(MEI, source_session="s")
+    again = shown.plan("s", window("hi"), [mei_here, peanuts], "curry?", whole_session=True)
+    assert again.memories == [peanuts] and HEALTH_RULE in again.shown.block
+    # no health note, no rule
+    plain = ShownNotes().plan("t", window(), [MEI], "hi")
+    assert HEALTH_RULE not in plain.shown.block
