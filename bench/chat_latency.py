@@ -327,14 +327,14 @@ def child_env(port: int, data_dir: Path, *, scripted_hippocampus: bool) -> dict[
 def roles_line(config: Path, env: dict[str, str], source: Path) -> str:
     """What the app will run, from the validated settings (raises ``UsageError``)."""
     from backend.config import ConfigError, load_settings
-    from backend.llm.presets import DEFAULT_PRESET
+    from backend.llm.presets import default_preset
 
     try:
         settings = load_settings(config, env)
     except ConfigError as exc:
         raise UsageError(f"invalid configuration (derived from {source}):\n{exc}") from None
 
-    def describe(role: Any, embedded: str = DEFAULT_PRESET) -> str:
+    def describe(role: Any, embedded: str) -> str:
         if role.provider != "embedded":
             return f"openai {role.model} at {role.base_url}"
         if getattr(role, "model_path", None) is not None:
@@ -342,7 +342,8 @@ def roles_line(config: Path, env: dict[str, str], source: Path) -> str:
         return f"embedded {getattr(role, 'model', None) or embedded}"
 
     return (
-        f"roles: chat {describe(settings.chat)}; hippocampus {describe(settings.hippocampus)}; "
+        f"roles: chat {describe(settings.chat, default_preset('chat'))}; "
+        f"hippocampus {describe(settings.hippocampus, default_preset('hippocampus'))}; "
         f"embedding {describe(settings.embedding, 'MiniLM')}"
     )
 

@@ -26,6 +26,9 @@ Definitions:
 - **self_repeat**: the reply repeats an earlier reply of the same session: its opening
   sentence (at least 4 tokens) equals an earlier reply's opening sentence, or its tokens
   overlap an earlier reply's by a Jaccard index of at least 0.8.
+- **same_opening** (reported beside the others, not in the last line): the reply's first
+  five tokens are an earlier reply's first five: a formula said again ("Sure, here's a
+  joke about…" to every message after one joke).
 - **empty_or_cut**: no text, or the model stopped at its token limit
   (``finish_reason == "length"``).
 - **helpdesk**: the voice of a help desk rather than a companion: "how can I assist/help
@@ -62,6 +65,7 @@ ECHO_NEW = 5  # content tokens of its own a reply needs not to be an echo
 LEAK_RUN = 6  # tokens copied from the prompt in a row
 REPEAT_JACCARD = 0.8
 OPENING_MIN = 4  # an opening sentence shorter than this ("Hi Priya!") is no repeat
+SAME_OPENING = 5  # tokens two replies' openings share to be one formula
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[a-z0-9]+")
@@ -208,6 +212,13 @@ def is_self_repeat(reply: str, earlier: Sequence[str]) -> bool:
         if _jaccard(whole, tokens(before)) >= REPEAT_JACCARD:
             return True
     return False
+
+
+def same_opening(reply: str, earlier: Sequence[str], n: int = SAME_OPENING) -> bool:
+    """The reply's first ``n`` tokens are an earlier reply's first ``n`` (a formula said
+    again: "Sure, here's a joke about…"). Reported beside self_repeat, not part of it."""
+    head = tokens(reply)[:n]
+    return len(head) == n and any(tokens(before)[:n] == head for before in earlier)
 
 
 def is_empty_or_cut(reply: str, finish_reason: str | None) -> bool:

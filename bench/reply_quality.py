@@ -1,13 +1,15 @@
 """The companion's replies, judged the way a user reads them, over several seeds.
 
     python -m bench.reply_quality [--config F] [--seeds 5] [--parts messages,probes,safety,long]
-        [--max-tokens 160] [--gap 5] [--long-seeds N] [--limit N] [--out REPLIES.jsonl]
+        [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--out REPLIES.jsonl]
+        [--report REPLIES.jsonl]
 
 Everything runs through the app's real engine, built by ``build_services`` from the
 configuration (``--config``, else ``$LM_CONFIG`` or ``./config.json``, else the embedded
 defaults) on a fresh data directory per seed, with the configured chat model streaming
 every reply; each reply gets its own seed (``Sampling.seed``, derived from the run's
-seed), at the configured temperature. The parts:
+seed), at the configured temperature and reply cap (``--max-tokens`` overrides the cap).
+The parts:
 
 - ``messages``: the companion-style messages of ``bench/data/reply_quality/messages.json``
   (first messages, small talk, venting, jokes, stories, poems, advice, statements of fact,
@@ -62,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.engine.prompt import MEMORY_PREAMBLE
+from backend.engine.prompt import HEALTH_RULE, MEMORY_PREAMBLE
+from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.llm.port import ChatModel, Sampling
@@ -102,9 +105,11 @@ class Reply:
     pieces: int
     kind: str = ""
     verdict: judges.Verdict = field(default_factory=judges.Verdict)
+    same_opening: bool = False  # opens like an earlier reply of the session (a formula)
     probe_use: bool | None = None  # a probe turn: the reply states the recalled fact
     contradiction: bool | None = None  # a probe turn: stale value / advice against a fact
     lag_turns: int | None = None  # long session: earlier turns not merged at send time
+    guard_retries: tuple[str, ...] = ()  # the attempts the app's reply guard stopped
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -116,6 +121,19 @@ class Reply:
         out["faults"] = self.verdict.faults()
         out["leak"] = self.verdict.leak
         return out
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> Reply:
+        """A reply written by ``--out``, with the verdict it was given then."""
+        fields = {f.name for f in dataclasses.fields(cls)} - {"verdict"}
+        reply = cls(**{k: v for k, v in data.items() if k in fields})
+        reply.guard_retries = tuple(reply.guard_retries)
+        faults = set(data.get("faults", ()))
+        names = ("refusal", "echo", "self_repeat", "empty_or_cut", "helpdesk")
+        reply.verdict = judges.Verdict(
+            **{name: name in faults for name in names}, leak=data.get("leak")
+        )
+        return reply
 
 
 @dataclass
@@ -159,7 +177,7 @@ async def send(
     session_id: str,
     text: str,
     seed: int,
-    max_tokens: int,
+    max_tokens: int | None,
 ) -> tuple[str, str | None, float, float, int, Any]:
     """One streamed turn: (reply, finish reason, ttft, reply time, pieces, the turn)."""
     request = TurnRequest(
@@ -188,9 +206,18 @@ class Judge:
 
     def __init__(self, services: Services, persona: str) -> None:
         card = services.personas.resolve(persona)
-        self.prompt_texts = [card.description or "", card.system_prompt, MEMORY_PREAMBLE]
+        # The app's own instructions too: the memory block's preamble, the health rule
+        # and the reply guard's hints for a retry.
+        self.prompt_texts = [
+            card.description or "",
+            card.system_prompt,
+            MEMORY_PREAMBLE,
+            HEALTH_RULE,
+            *HINTS.values(),
+        ]
 
     def __call__(self, reply: Reply, earlier: Sequence[str]) -> None:
+        reply.same_opening = judges.same_opening(reply.text, earlier)
         reply.verdict = judges.judge(
             reply.text,
             reply.message,
@@ -204,12 +231,23 @@ class Judge:
 # --- the parts -----------------------------------------------------------------------------
 
 
+def _reply(part: str, seed: int, session: str, text: str, out: Any, **extra: Any) -> Reply:
+    """A ``Reply`` from ``send``'s result."""
+    reply = Reply(part, seed, session, text, *out[:5], **extra)
+    reply.guard_retries = tuple(getattr(out[5], "rejected", ()))
+    return reply
+
+
 def _seed(run_seed: int, n: int) -> int:
     return run_seed * 100_003 + n
 
 
 async def part_messages(
-    services: Services, run: SeedRun, max_tokens: int, limit: int | None, log: Callable[[str], None]
+    services: Services,
+    run: SeedRun,
+    max_tokens: int | None,
+    limit: int | None,
+    log: Callable[[str], None],
 ) -> None:
     engine = services.engine
     engine.hippocampus = QuietHippocampus()
@@ -222,7 +260,7 @@ async def part_messages(
             engine, user_id=user, persona="companion", session_id=uuid.uuid4().hex,
             text=item["text"], seed=_seed(run.seed, n), max_tokens=max_tokens,
         )  # fmt: skip
-        reply = Reply("first", run.seed, "", item["text"], *out[:5], kind=item.get("kind", ""))
+        reply = _reply("first", run.seed, "", item["text"], out, kind=item.get("kind", ""))
         judge(reply, [])
         run.replies.append(reply)
         log(f"seed {run.seed} first {n + 1}/{len(messages)}: {_preview(reply.text)}")
@@ -235,9 +273,7 @@ async def part_messages(
             engine, user_id=user + "-ongoing", persona="companion", session_id=session,
             text=item["text"], seed=_seed(run.seed, 1000 + n), max_tokens=max_tokens,
         )  # fmt: skip
-        reply = Reply(
-            "ongoing", run.seed, session, item["text"], *out[:5], kind=item.get("kind", "")
-        )
+        reply = _reply("ongoing", run.seed, session, item["text"], out, kind=item.get("kind", ""))
         judge(reply, earlier)
         earlier.append(reply.text)
         run.replies.append(reply)
@@ -246,7 +282,11 @@ async def part_messages(
 
 
 async def part_probes(
-    services: Services, run: SeedRun, max_tokens: int, chat: ChatModel, log: Callable[[str], None]
+    services: Services,
+    run: SeedRun,
+    max_tokens: int | None,
+    chat: ChatModel,
+    log: Callable[[str], None],
 ) -> None:
     engine = services.engine
     for path in sorted(CONVERSATIONS.glob("*.json")):
@@ -275,7 +315,7 @@ async def part_probes(
                     await turn_obj.merged  # the perfect store is complete before the next turn
                 if s != last:
                     continue
-                reply = Reply("probes", run.seed, session, turn.text, *out[:5], kind=script.stem)
+                reply = _reply("probes", run.seed, session, turn.text, out, kind=script.stem)
                 judge(reply, earlier)
                 earlier.append(reply.text)
                 if turn.probe is not None:
@@ -290,7 +330,7 @@ async def part_probes(
 
 
 async def part_safety(
-    services: Services, run: SeedRun, max_tokens: int, log: Callable[[str], None]
+    services: Services, run: SeedRun, max_tokens: int | None, log: Callable[[str], None]
 ) -> None:
     engine = services.engine
     engine.hippocampus = QuietHippocampus()
@@ -310,7 +350,7 @@ async def part_safety(
             engine, user_id=user, persona=persona, session_id=uuid.uuid4().hex,
             text=probe["message"], seed=_seed(run.seed, 3000 + n), max_tokens=max_tokens,
         )  # fmt: skip
-        reply = Reply("safety", run.seed, "", probe["message"], *out[:5], kind="safety")
+        reply = _reply("safety", run.seed, "", probe["message"], out, kind="safety")
         judge(reply, [])
         reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
         reply.contradiction = judges.advises_against(
@@ -324,7 +364,7 @@ async def part_safety(
 async def part_long(
     services: Services,
     run: SeedRun,
-    max_tokens: int,
+    max_tokens: int | None,
     gap_s: float,
     hippocampus: tuple[ChatModel, TurnSettings],
     log: Callable[[str], None],
@@ -343,7 +383,7 @@ async def part_long(
         )  # fmt: skip
         if out[5].merged is not None:
             merged.append(out[5].merged)
-        reply = Reply("long", run.seed, session, text, *out[:5], lag_turns=lag)
+        reply = _reply("long", run.seed, session, text, out, lag_turns=lag)
         judge(reply, earlier)
         earlier.append(reply.text)
         run.replies.append(reply)
@@ -418,6 +458,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "echo": _rate(replies, lambda r: r.verdict.echo),
         "self_repeat": _rate(replies, lambda r: r.verdict.self_repeat),
         "empty_or_cut": _rate(replies, lambda r: r.verdict.empty_or_cut),
+        "same_opening": _rate(replies, lambda r: r.same_opening),
         "helpdesk": _rate(replies, lambda r: r.verdict.helpdesk),
         "leaks": float(sum(1 for r in replies if r.verdict.leak)),
         "probe_use": _rate(probes, lambda r: bool(r.probe_use)),
@@ -427,6 +468,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "ttft_max_s": max(ttfts) if ttfts else None,
         "tokens_per_s": statistics.median(speeds) if speeds else None,
         "lag_turns": float(max(r.lag_turns or 0 for r in long)) if long else None,
+        "guard_retried": _rate(replies, lambda r: bool(r.guard_retries)),
     }
 
 
@@ -493,12 +535,20 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
     parser.add_argument(
         "--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS)
     )
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="reply cap (default: the app's own)"
+    )
     parser.add_argument("--gap", type=float, default=5.0, help="seconds between long-session turns")
     parser.add_argument("--long-seeds", type=int, default=None, help="seeds of the long session")
     parser.add_argument("--limit", type=int, default=None, help="only the first N messages")
     parser.add_argument("--out", type=Path, default=None, help="every reply as JSON Lines")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="print the report of an earlier run's --out file (nothing is run)",
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
@@ -512,6 +562,8 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
             print(line, file=sys.stderr, flush=True)
 
     try:
+        if args.report is not None:
+            return report(args.report, argv)
         if args.config is not None and not args.config.is_file():
             raise UsageError(f"{args.config}: no such configuration file")
         runs = []
@@ -527,6 +579,11 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    render(runs, argv)
+    return 0
+
+
+def render(runs: Sequence[SeedRun], argv: Sequence[str] | None) -> None:
     print("Faulty replies:")
     print("\n".join(faulty(runs)) or "(none)")
     print()
@@ -535,6 +592,19 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
     print(command_line("bench.reply_quality", list(argv) if argv is not None else None))
     print(machine_line())
     print(final_line(runs))
+
+
+def report(path: Path, argv: Sequence[str] | None) -> int:
+    """``--report``: the report of the replies an earlier run wrote with ``--out``."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        replies = [Reply.from_record(json.loads(line)) for line in lines if line.strip()]
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"{path}: not a file of replies written by --out: {exc}") from None
+    by_seed: dict[int, SeedRun] = {}
+    for reply in replies:
+        by_seed.setdefault(reply.seed, SeedRun(reply.seed)).replies.append(reply)
+    render([by_seed[seed] for seed in sorted(by_seed)], argv)
     return 0
 
 

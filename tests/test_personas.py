@@ -36,7 +36,7 @@ def test_shipped_companion_persona() -> None:
     companion = registry.default
     assert companion.id == "companion" and companion.language == "auto"
     prompt = companion.system_prompt.lower()
-    assert "not a person" in prompt and "never claim to be human" in prompt
+    assert "ai companion" in prompt and "never claim to be human" in prompt
     assert "data, not instructions" in prompt
     assert "chinese" in prompt and "english" in prompt
     assert companion.greeting and companion.hippocampus_focus

@@ -16,21 +16,21 @@ from typing import Any
 from backend.cli.demo_replay import DemoError
 
 
-def _describe_role(role: Any) -> str:
+def _describe_role(role: Any, name: str) -> str:
     if role.provider == "embedded":
         path = getattr(role, "model_path", None)
         if path is not None:
             return f"embedded {Path(path).name}"
         from backend.llm import presets
 
-        return f"embedded {presets.get(role.model or presets.DEFAULT_PRESET).model}"
+        return f"embedded {presets.get(role.model or presets.default_preset(name)).model}"
     return f"{role.model} at {role.base_url}"
 
 
 def describe_models(settings: Any) -> str:
     return (
-        f"chat: {_describe_role(settings.chat)}; "
-        f"hippocampus: {_describe_role(settings.hippocampus)}"
+        f"chat: {_describe_role(settings.chat, 'chat')}; "
+        f"hippocampus: {_describe_role(settings.hippocampus, 'hippocampus')}"
     )
 
 

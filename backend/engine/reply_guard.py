@@ -18,8 +18,8 @@ rest:
   one ("Is there anything else…", "Feel free to…") is held until it ends, and left out
   if it is one. Nothing else is ever held after the opening.
 
-Tokens here are lowercase words and single CJK characters, with I/me/my and you/your
-folded so "you had a rough day" is the echo of "I had a rough day". Pure: no I/O, no
+Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
+you/your/你/您 folded so "you had a rough day" is the echo of "I had a rough day". Pure: no I/O, no
 clock; one guard per attempt.
 """
 
@@ -31,12 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Reason = Literal["refusal", "echo", "repeat", "helpdesk"]
+Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health"]
 
 HOLD_TOKENS = 10  # the most the opening is held back
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
 ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
-REPEAT_TOKENS = 6  # an opening equal to an earlier reply's for this many tokens repeats it
+# An opening equal to an earlier reply's for this many tokens repeats it: five catches a
+# formula said again ("Sure, here's a joke about…" to every message after one joke, seen
+# with Qwen2.5-Coder-1.5B in bench.reply_quality) and lets "That sounds hard, Tom." by.
+REPEAT_TOKENS = 5
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 
 HINTS: dict[Reason, str] = {
@@ -55,12 +58,17 @@ HINTS: dict[Reason, str] = {
         "Talk like a friend, not an assistant: never ask how you can help or assist, and "
         "never start with 'As an AI'."
     ),
+    "health": (
+        "Remember what you know about the user's health: {notes} Do not encourage what "
+        "goes against it; remind them of it kindly and suggest a safer choice."
+    ),
 }
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\W_]+", re.UNICODE)
 _SPEAKER = {"i": "1", "me": "1", "my": "1", "mine": "1", "im": "1", "myself": "1"}
 _SPEAKER |= {"you": "2", "your": "2", "yours": "2", "youre": "2", "yourself": "2"}
+_SPEAKER |= {"我": "1", "你": "2", "您": "2"}
 _SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
 
 _REFUSAL = re.compile(
@@ -86,6 +94,9 @@ _HELPDESK_STARTS = (
     "if you have any other questions",
     "if you have any questions",
     "if you need anything else",
+    "if there's anything else",
+    "if there is anything else",
+    "don't hesitate to",
     "i'm here to help",
     "i am here to help",
     "i'm here to assist",
@@ -100,6 +111,9 @@ _HELPDESK_STARTS = (
     "请随时",
     "如果你还有其他问题",
     "如果您有任何",
+    "如果你有任何",
+    "如果有任何",
+    "如果还有其他",
     "作为一个ai",
     "作为一个人工智能",
     "作为人工智能",
@@ -119,6 +133,32 @@ _RISKY_FIRST = {
     "作",
     "很",
 }
+
+
+# A go-ahead, in an opening next to a health note that it does not mention: "Sure, go
+# ahead!" to a seafood buffet next to "The user is allergic to shellfish." (bench.
+# reply_quality's safety probes).
+_GO_AHEAD = re.compile(
+    r"\b(?:go for it|go ahead|go all in|sure thing|yes,? you can|you can definitely|"
+    r"absolutely|definitely|of course you can|why not|push through|enjoy|treat yourself|"
+    r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great))\b"
+    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油"
+)
+_GO_AHEAD_FIRST = {
+    "sure", "yes", "yeah", "go", "absolutely", "definitely", "of", "why", "push", "enjoy",
+    "treat", "dig", "let", "lets", "sounds", "that", "当", "没", "去", "尽", "放", "加", "冲",
+}  # fmt: skip
+# A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
+_CAUTION = re.compile(
+    r"allerg|intoleran|injur|careful|avoid|instead|safe|gentle|doctor|physio|"
+    r"过敏|不耐|受伤|伤|忌口|小心|注意|避免|医生"
+)
+# Words of a health note that say nothing of the fact itself.
+_COMMON_NOTE_WORDS = {"user", "users", "their", "they", "have", "with", "from", "that", "this"}
+
+
+def _is_cjk(token: str) -> bool:
+    return len(token) == 1 and "\u3400" <= token <= "\ufaff"
 
 
 def _normal(text: str) -> str:
@@ -173,10 +213,7 @@ class Rejection:
 
     reason: Reason
     opening: str
-
-    @property
-    def hint(self) -> str:
-        return HINTS[self.reason]
+    hint: str
 
 
 class ReplyGuard:
@@ -186,8 +223,17 @@ class ReplyGuard:
     sentences."""
 
     def __init__(
-        self, user_text: str, earlier_replies: Sequence[str] = (), *, check_opening: bool = True
+        self,
+        user_text: str,
+        earlier_replies: Sequence[str] = (),
+        *,
+        check_opening: bool = True,
+        health_notes: Sequence[str] = (),
     ) -> None:
+        self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
+        self._health_words = {
+            w for note in self._health for w in words(note) if len(w) > 3 or _is_cjk(w)
+        } - _COMMON_NOTE_WORDS
         message = words(user_text)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
@@ -203,33 +249,46 @@ class ReplyGuard:
         """A ``Rejection``, True (release it) or False (hold on)."""
         flat = _normal(text)
         if _REFUSAL.search(flat):
-            return Rejection("refusal", text)
+            return self._reject("refusal", text)
         said = _split_sentences(text)
         if any(is_helpdesk_sentence(sentence) for sentence in said):
-            return Rejection("helpdesk", text)
+            return self._reject("helpdesk", text)
         tokens = words(text)
         for message in self._message:
             if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
-                return Rejection("echo", text)
+                return self._reject("echo", text)
         for earlier in self._earlier:
             need = min(REPEAT_TOKENS, len(earlier))
             long_enough = len(earlier) >= MIN_COMPARED
             if (long_enough and _starts_with(tokens, earlier[:need])) or (
                 final and tokens == earlier
             ):
-                return Rejection("repeat", text)
+                return self._reject("repeat", text)
+        if self._health and _GO_AHEAD.search(flat) and not self._mentions_health(flat, tokens):
+            # A word of care may still come in the same sentence ("Go for it, but…").
+            if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
+                return self._reject("health", text)
+            return False
         if final or len(tokens) >= HOLD_TOKENS:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
         undecided = (
             tokens[0] in _RISKY_FIRST
+            or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
             or any(_starts_with(m, tokens[-len(tokens) :]) for m in self._message)
             or any(_copied_run(tokens, m) == len(tokens) for m in self._message)
         )
         return not undecided
+
+    def _mentions_health(self, flat: str, tokens: Sequence[str]) -> bool:
+        return bool(self._health_words & set(tokens)) or bool(_CAUTION.search(flat))
+
+    def _reject(self, reason: Reason, text: str) -> Rejection:
+        hint = HINTS[reason].format(notes=" ".join(self._health))
+        return Rejection(reason, text, hint)
 
     # --- the stream ----------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from backend.engine import report as reports
 from backend.engine.conversation_match import Placement, place, tail_needed
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.pending_turns import PendingTurn
-from backend.engine.prompt import build_main_messages
+from backend.engine.prompt import build_main_messages, is_health_note
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
@@ -351,6 +351,8 @@ class TurnEngine:
                 images=request.images if kind == "turn" else (),
             )
             self.shown_notes.record(session.id, notes)
+            # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
+            turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
         except BaseException:
             turn.end_unstreamed("the turn failed before its reply")
             raise

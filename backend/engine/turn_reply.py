@@ -92,6 +92,7 @@ class Turn:
     _reinforced: asyncio.Future[None] | None = None
     _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
     rejected: list[str] = field(default_factory=list)  # the guard's reasons, per retry
+    health_notes: tuple[str, ...] = ()  # recalled health notes shown with this turn
 
     @property
     def namespace(self) -> Namespace:
@@ -300,7 +301,13 @@ class Turn:
         hints: list[str] = []
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
-            guard = ReplyGuard(user_text, earlier, check_opening=on and not last) if on else None
+            guard = (
+                ReplyGuard(
+                    user_text, earlier, check_opening=not last, health_notes=self.health_notes
+                )
+                if on
+                else None
+            )
             prompt = messages + [{"role": "system", "content": hint} for hint in hints]
             stream = self._engine.chat.stream(
                 prompt,

@@ -143,7 +143,7 @@ def resolve_model_file(
         chat_format = chat_format or found.chat_format
         hint = (
             INSTALL_HINT
-            if name == presets.DEFAULT_PRESET
+            if name in presets.DEFAULT_PRESETS.values()
             else f"{presets.install_hint(name)}, or configure another model"
         )
     if path is None or not path.is_file():

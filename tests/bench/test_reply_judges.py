@@ -198,3 +198,10 @@ def test_judge_collects_faults() -> None:
     assert judges.judge("Hello", "hi", finish_reason="length").empty_or_cut
     good = judges.judge("Welcome home! How was the shift?", "just got home from work")
     assert not good.bad and good.faults() == []
+
+
+def test_same_opening_is_a_formula_said_again() -> None:
+    earlier = ["Sure, here's a joke about cats: why did the cat sit on the laptop?"]
+    assert judges.same_opening("Sure, here's a joke about your boss: he yelled.", earlier)
+    assert not judges.same_opening("Sure, here's a short story about a fox.", earlier)
+    assert not judges.same_opening("Sure!", ["Sure!"])  # too short to be a formula

@@ -43,6 +43,7 @@ def run(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
             "You had a rough day, your boss yelled at you. That must hurt.",
             "echo",
         ),
+        ("我今天加班到十点，好累", "你今天加班到十点，好累。", "echo"),
         ("hey, I'm Priya. long day.", "Hi, Priya! How can I assist you today?", "helpdesk"),
         ("are you there?", "As an AI, I don't have feelings, but yes.", "helpdesk"),
     ],
@@ -63,6 +64,14 @@ def test_a_repeat_of_an_earlier_reply_is_rejected() -> None:
     # a short earlier reply, said again whole
     shown, rejected = run(ReplyGuard("and the dog snores", ["Hi, Priya!"]), "Hi, Priya!")
     assert rejected is not None and rejected.reason == "repeat"
+
+
+def test_an_opening_formula_said_again_is_a_repeat() -> None:
+    earlier = ["Sure, here's a joke about cats: why did the cat sit on the laptop?"]
+    _, rejected = run(ReplyGuard("my boss yelled at me", earlier), "Sure, here's a joke about it!")
+    assert rejected is not None and rejected.reason == "repeat"
+    shown, rejected = run(ReplyGuard("a story?", earlier), "Sure, here's a short story.")
+    assert rejected is None and shown == "Sure, here's a short story."
 
 
 def test_the_same_opening_then_something_new_is_a_repeat_too() -> None:
@@ -129,6 +138,10 @@ def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
         ),
         ("Is there a chance Tom can make a second pot without peanuts?", None),
         ("辛苦了，早点休息。有什么可以帮你的吗？", "辛苦了，早点休息。"),
+        (
+            "很高兴你享受到了米线的美味。如果有任何其他想聊的事情，请随时告诉我。",
+            "很高兴你享受到了米线的美味。",
+        ),
     ],
 )
 def test_help_desk_sentences_are_left_out(reply: str, expected: str | None) -> None:
@@ -141,3 +154,38 @@ def test_without_the_opening_check_a_refusal_streams_as_written() -> None:
     reply = "I'm sorry, but I can't assist with that."
     shown, rejected = run(ReplyGuard("tell me a joke", check_opening=False), reply)
     assert rejected is None and shown == reply
+
+
+COELIAC = ["The user has coeliac disease and must avoid gluten."]
+
+
+def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
+    message = "my nonna is making fresh tagliatelle, can I go back for seconds?"
+    guard = ReplyGuard(message, health_notes=COELIAC)
+    shown, rejected = run(guard, "Yes, you can go back for seconds this time!")
+    assert rejected is not None and rejected.reason == "health" and shown == ""
+    assert COELIAC[0] in rejected.hint  # the retry is told what it forgot
+    _, rejected = run(
+        ReplyGuard("朋友约我去吃海鲜自助", health_notes=["The user is allergic to shellfish."]),
+        "当然可以！好好享受吧。",
+    )
+    assert rejected is not None and rejected.reason == "health"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, you can, if she makes a gluten-free batch for you.",
+        "Go for it, but ask her to keep a portion safe for you without the wheat.",
+        "Oh, fresh pasta from your nonna sounds lovely.",
+        "当然可以，不过你对麸质过敏，记得让她做一份无麸质的。",
+    ],
+)
+def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(reply: str) -> None:
+    shown, rejected = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), reply)
+    assert rejected is None and shown == reply
+
+
+def test_without_a_health_note_a_go_ahead_is_fine() -> None:
+    shown, rejected = run(ReplyGuard("can I have seconds?"), "Yes, you can go back for seconds!")
+    assert rejected is None and shown == "Yes, you can go back for seconds!"

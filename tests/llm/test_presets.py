@@ -90,6 +90,9 @@ def files_in(folder: Path) -> list[str]:
 
 def test_registry_entries_are_consistent() -> None:
     assert presets.DEFAULT_PRESET in presets.PRESETS
+    assert set(presets.DEFAULT_PRESETS) == {"chat", "hippocampus"}
+    assert set(presets.DEFAULT_PRESETS.values()) <= set(presets.PRESETS)
+    assert presets.default_preset("chat") == presets.DEFAULT_PRESETS["chat"]
     for name, preset in presets.PRESETS.items():
         assert preset.name == name
         assert len(preset.sha256) == 64 and int(preset.sha256, 16) >= 0
@@ -242,9 +245,11 @@ def test_cli_install_list_verify_default(
     assert presets.main(["verify", QWEN]) == 0
     assert presets.main(["list"]) == 0
     listing = capsys.readouterr().out
-    assert f"{presets.DEFAULT_PRESET} (default)" in listing and str(fake_parts.models) in listing
-    assert presets.main(["default"]) == 0
-    assert capsys.readouterr().out.strip() == presets.DEFAULT_PRESET
+    chat, hippocampus = presets.DEFAULT_PRESETS["chat"], presets.DEFAULT_PRESETS["hippocampus"]
+    assert f"{chat} (default for chat)" in listing and str(fake_parts.models) in listing
+    assert f"{hippocampus} (default for hippocampus)" in listing
+    assert presets.main(["default"]) == 0  # install.sh installs each of them
+    assert capsys.readouterr().out.split() == [chat, hippocampus]
     assert presets.main(["smallest"]) == 0
     assert capsys.readouterr().out.strip() == presets.SMALLEST_PRESET == "smollm2-135m"
     assert presets.main(["requirements", QWEN]) == 0
@@ -397,6 +402,7 @@ def test_a_preset_that_is_not_installed_says_what_to_run(
     fake_parts: FakeParts, llama: type[RecordingLlama], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(presets, "DEFAULT_PRESET", "smollm2-135m")  # QWEN is not the default
+    monkeypatch.setattr(presets, "DEFAULT_PRESETS", {"chat": "smollm2-135m"})
     with pytest.raises(LLMUnavailable, match=f"run ./install.sh --model {QWEN}"):
         EmbeddedLlamaChatModel(preset=QWEN)
 

@@ -1,0 +1,53 @@
+"""How recalled notes read in the main prompt (backend.engine.prompt): said to the user in
+the second person, with the health rule next to a health note."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from backend.engine.prompt import HEALTH_RULE, memory_block, note_line, second_person
+from backend.memory.types import Memory
+
+T = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        (
+            "The user's sister Xiaoyu is getting married in October in Chengdu.",
+            "Your sister Xiaoyu is getting married in October in Chengdu.",
+        ),
+        ("The user is allergic to peanuts.", "You are allergic to peanuts."),
+        ("The user has a hamster called Tudou.", "You have a hamster called Tudou."),
+        ("The user doesn't eat beef or pork.", "You don't eat beef or pork."),
+        ("The user teaches chemistry in Leeds.", "You teach chemistry in Leeds."),
+        ("The user still studies at night.", "You still study at night."),
+        ("The user goes running at night.", "You go running at night."),
+        ("The user can swim.", "You can swim."),
+        ("Xiaoyu asked the user to give a speech.", "Xiaoyu asked you to give a speech."),
+        ("用户的姐姐在成都。", "你的姐姐在成都。"),
+        ("Pixel is a grumpy old pug.", "Pixel is a grumpy old pug."),
+    ],
+)
+def test_a_note_is_said_to_the_user(stored: str, shown: str) -> None:
+    assert second_person(stored) == shown
+
+
+def memory(content: str, **extra: object) -> Memory:
+    fields: dict = {"category": "general", "importance": 0.8, **extra}
+    return Memory(id="m", content=content, created_at=T, last_accessed=T, **fields)
+
+
+def test_note_lines_and_the_health_rule() -> None:
+    allergy = memory("The user is allergic to peanuts.", category="health")
+    assert note_line(allergy) == "- [2026-05-01, health] You are allergic to peanuts."
+    # what the companion itself said stays as it was written
+    own = memory("The companion said it loves rain.", subject="persona")
+    assert note_line(own).endswith("] The companion said it loves rain.")
+    block = memory_block("", [allergy])
+    assert block is not None and block.endswith(HEALTH_RULE)
+    plain = memory_block("", [memory("The user's cat is Tama.", category="relationship")])
+    assert plain is not None and HEALTH_RULE not in plain and "Your cat is Tama." in plain
