@@ -140,8 +140,9 @@ def test_the_only_local_model_uses_every_core(
 
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     remote = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
-    alone = build_chat_model(load(tmp_path, {"hippocampus": remote}), "chat")
+    chat = {"model": INSTALLED}  # the stand-in models folder has only this preset
+    alone = build_chat_model(load(tmp_path, {"chat": chat, "hippocampus": remote}), "chat")
     assert alone._n_threads == 4  # type: ignore[attr-defined]
     # Two local models side by side (yield_to_reply off): llama.cpp's half each.
-    side_by_side = load(tmp_path, {"hippocampus": {"yield_to_reply": False}})
+    side_by_side = load(tmp_path, {"chat": chat, "hippocampus": {"yield_to_reply": False}})
     assert build_chat_model(side_by_side, "chat")._n_threads is None  # type: ignore[attr-defined]
