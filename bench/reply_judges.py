@@ -22,7 +22,10 @@ Definitions:
   opening sentence copies a run of at least ``ECHO_RUN`` tokens of the message (all of
   it when the message is shorter), or at least 70% of the message's tokens, AND the
   whole reply adds fewer than ``ECHO_NEW`` content tokens (not stopwords) of its own.
-  A reply that says back what it heard and then responds is not an echo.
+  A reply that says back what it heard and then responds is not an echo. A reply that
+  says the user's first-person words as its own is one too, wherever they are ("Tom
+  made curry? I'm allergic to peanuts, but I can't eat it!": a run of at least
+  ``CLAIM_RUN`` of the message's tokens with "I" in it, not turned to "you").
 - **self_repeat**: the reply repeats an earlier reply of the same session: its opening
   sentence (at least 4 tokens) equals an earlier reply's opening sentence, or its tokens
   overlap an earlier reply's by a Jaccard index of at least 0.8.
@@ -66,6 +69,7 @@ LEAK_RUN = 6  # tokens copied from the prompt in a row
 REPEAT_JACCARD = 0.8
 OPENING_MIN = 4  # an opening sentence shorter than this ("Hi Priya!") is no repeat
 SAME_OPENING = 5  # tokens two replies' openings share to be one formula
+CLAIM_RUN = 4  # the user's first-person words said back as the companion's own
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[a-z0-9]+")
@@ -85,7 +89,8 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _REFUSAL = re.compile(
     r"\b(?:sorry|apologi[sz]e|unfortunately|i|im|i am)\b[^.!?]{0,40}?"
-    r"\b(?:can ?not|can't|cant|unable to|won't|wont|not able to)\b[^.!?]{0,20}?"
+    r"\b(?:can ?not|can't|cant|unable to|won't|wont|not able to|"
+    r"(?:don't|do not) have (?:access to )?the (?:ability|capability))\b[^.!?]{0,20}?"
     r"\b(?:assist|help|provide|fulfil|fulfill|comply|do that|do this|answer|write|"
     r"create|generate|engage|support|continue)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
@@ -196,6 +201,23 @@ def is_echo(reply: str, message: str) -> bool:
     return len(own) < ECHO_NEW
 
 
+def speaks_as_user(reply: str, message: str) -> bool:
+    """The reply says the user's first-person words as its own ("I'm allergic to peanuts"
+    to "...I can't eat it, I'm allergic to peanuts"): a run of at least ``CLAIM_RUN``
+    tokens of the message, a first-person pronoun among them, not turned to "you"."""
+    said, answer = tokens(message), tokens(reply)
+    for start in range(len(answer)):
+        for j in range(len(said)):
+            n = 0
+            while (
+                start + n < len(answer) and j + n < len(said) and answer[start + n] == said[j + n]
+            ):
+                n += 1
+            if n >= CLAIM_RUN and "<self>" in answer[start : start + n]:
+                return True
+    return False
+
+
 def _jaccard(a: Iterable[str], b: Iterable[str]) -> float:
     x, y = set(a), set(b)
     return len(x & y) / len(x | y) if x | y else 0.0
@@ -301,7 +323,7 @@ def judge(
     the texts of the prompt the user never sees (persona card, instructions)."""
     return Verdict(
         refusal=is_refusal(reply),
-        echo=is_echo(reply, message),
+        echo=is_echo(reply, message) or speaks_as_user(reply, message),
         self_repeat=is_self_repeat(reply, earlier),
         empty_or_cut=is_empty_or_cut(reply, finish_reason),
         helpdesk=is_helpdesk(reply, identity=identity),

@@ -16,7 +16,9 @@ rest:
   ``Rejection.hint`` for the model (``backend.engine.turn_reply``);
 - **a help-desk sentence later in the reply is dropped**: a sentence that starts like
   one ("Is there anything else…", "Feel free to…") is held until it ends, and left out
-  if it is one. Nothing else is ever held after the opening.
+  if it is one; so is a sentence starting with "I" that says the user's own words as the
+  companion's ("I'm allergic to peanuts", a small model taking the user's part). Nothing
+  else is ever held after the opening.
 
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
 you/your/你/您 folded so "you had a rough day" is the echo of "I had a rough day". Pure: no I/O, no
@@ -40,6 +42,7 @@ ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
 # with Qwen2.5-Coder-1.5B in bench.reply_quality) and lets "That sounds hard, Tom." by.
 REPEAT_TOKENS = 5
+CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 
 HINTS: dict[Reason, str] = {
@@ -73,7 +76,9 @@ _SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
 
 _REFUSAL = re.compile(
     r"(?:sorry|apologi[sz]e|unfortunately|\bi\b|\bi'm\b|i am)[^.!?\n]{0,40}?"
-    r"(?:can ?not|can't|won't|unable to|not able to)[^.!?\n]{0,20}?"
+    r"(?:can ?not|can't|won't|unable to|not able to|don't have (?:access to )?the "
+    r"(?:ability|capability)|do not have (?:access to )?the (?:ability|capability))"
+    r"[^.!?\n]{0,20}?"
     r"(?:assist|help|provide|fulfil|comply|do that|answer|write|create|engage|continue)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
@@ -148,6 +153,7 @@ _GO_AHEAD_FIRST = {
     "sure", "yes", "yeah", "go", "absolutely", "definitely", "of", "why", "push", "enjoy",
     "treat", "dig", "let", "lets", "sounds", "that", "当", "没", "去", "尽", "放", "加", "冲",
 }  # fmt: skip
+_APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
     r"allerg|intoleran|injur|careful|avoid|instead|safe|gentle|doctor|physio|"
@@ -236,12 +242,15 @@ class ReplyGuard:
         } - _COMMON_NOTE_WORDS
         message = words(user_text)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
+        self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._opening = check_opening
         self._held = ""
         self._released = not check_opening
         self._sentence = ""  # the current sentence, held while it may be a help-desk line
         self._clear = False  # part of the current sentence is shown: the rest goes through
+        self._dropped: list[str] = []  # sentences left out
+        self._shown_any = False
 
     # --- the opening ---------------------------------------------------------------------
 
@@ -269,7 +278,9 @@ class ReplyGuard:
             if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
                 return self._reject("health", text)
             return False
-        if final or len(tokens) >= HOLD_TOKENS:
+        # An apology or "As an AI" may end in a refusal ten words on.
+        limit = 2 * HOLD_TOKENS if _APOLOGY.search(flat) else HOLD_TOKENS
+        if final or len(tokens) >= limit:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
@@ -316,6 +327,35 @@ class ReplyGuard:
             return self._sentences(rest, final=True)
         return self._sentences("", final=True)
 
+    def _left_out(self, sentence: str) -> bool:
+        return is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence)
+
+    def _may_be_left_out(self, fragment: str) -> bool:
+        """Hold the sentence: it may become a help-desk line, or it starts with "I" (it
+        may claim the user's own words as the companion's)."""
+        first = words(fragment)[:1]
+        return _may_become_helpdesk(fragment) or (first == ["1"] and len(self._said) >= 4)
+
+    def _speaks_as_user(self, sentence: str) -> bool:
+        """The sentence says the user's own first-person words as the companion's ("I'm
+        allergic to peanuts" to "…I can't eat it, I'm allergic to peanuts"): a run of at
+        least ``CLAIM_TOKENS`` of the message's tokens, "I" among them, unmirrored."""
+        said = words(sentence)
+        if "1" not in said:
+            return False
+        for start in range(len(said)):
+            for j in range(len(self._said)):
+                n = 0
+                while (
+                    start + n < len(said)
+                    and j + n < len(self._said)
+                    and said[start + n] == self._said[j + n]
+                ):
+                    n += 1
+                if n >= CLAIM_TOKENS and "1" in said[start : start + n]:
+                    return True
+        return False
+
     def flush(self) -> str:
         """Everything still held, unchecked: the stream failed, and what came is shown
         with the failure."""
@@ -334,19 +374,28 @@ class ReplyGuard:
             if end is None:
                 break
             sentence, text = text[: end.end()], text[end.end() :]
-            if self._clear or not is_helpdesk_sentence(sentence):
+            if self._clear or not self._left_out(sentence):
                 shown.append(sentence)
+            else:
+                self._dropped.append(sentence)
             self._clear = False
         if text:
-            if self._clear or (not final and not _may_become_helpdesk(text)):
+            if self._clear or (not final and not self._may_be_left_out(text)):
                 shown.append(text)
                 self._clear = True
             elif final:
-                if not is_helpdesk_sentence(text):
+                if not self._left_out(text):
                     shown.append(text)
+                else:
+                    self._dropped.append(text)
             else:
                 self._sentence = text
-        return "".join(shown)
+        out = "".join(shown)
+        if out.strip():
+            self._shown_any = True
+        if final and not self._shown_any and self._dropped:
+            return out + "".join(self._dropped)  # a reply of nothing else: shown, not lost
+        return out
 
 
 def _split_sentences(text: str) -> list[str]:

@@ -205,3 +205,18 @@ def test_same_opening_is_a_formula_said_again() -> None:
     assert judges.same_opening("Sure, here's a joke about your boss: he yelled.", earlier)
     assert not judges.same_opening("Sure, here's a short story about a fox.", earlier)
     assert not judges.same_opening("Sure!", ["Sure!"])  # too short to be a formula
+
+
+def test_a_reply_taking_the_users_part_is_an_echo() -> None:
+    message = "my flatmate Tom made curry but I can't eat it, I'm allergic to peanuts"
+    reply = "Tom made curry? That's a bit funny. I'm allergic to peanuts, but I can't eat it!"
+    assert judges.speaks_as_user(reply, message)
+    assert judges.judge(reply, message).echo
+    said_back = "You're allergic to peanuts, so that curry is out. Can Tom make a second pot?"
+    assert not judges.speaks_as_user(said_back, message)
+    assert not judges.judge(said_back, message).echo
+
+
+def test_the_missing_ability_is_a_refusal() -> None:
+    reply = "I'm sorry, but as an AI companion, I don't have access to the ability to write poems."
+    assert judges.is_refusal(reply)

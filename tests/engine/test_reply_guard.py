@@ -116,7 +116,7 @@ def test_most_openings_are_released_after_a_word_or_two() -> None:
 
 
 def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
-    guard = ReplyGuard("what do you think about rain?")
+    guard = ReplyGuard("rain or sun?")
     shown = ""
     for n in range(HOLD_TOKENS):
         out = guard.feed(" I" if n == 0 else " really")
@@ -189,3 +189,22 @@ def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(reply: str) -> None
 def test_without_a_health_note_a_go_ahead_is_fine() -> None:
     shown, rejected = run(ReplyGuard("can I have seconds?"), "Yes, you can go back for seconds!")
     assert rejected is None and shown == "Yes, you can go back for seconds!"
+
+
+def test_a_sentence_taking_the_users_part_is_left_out() -> None:
+    message = "my flatmate Tom made curry but I can't eat it, I'm allergic to peanuts"
+    reply = (
+        "Tom made curry? That's a bit much. I'm allergic to peanuts, but I can't eat it! Ask Tom."
+    )
+    shown, rejected = run(ReplyGuard(message, check_opening=False), reply)
+    assert rejected is None
+    assert shown == "Tom made curry? That's a bit much. Ask Tom."
+    kept = "Tom made curry? I think he forgot your peanut allergy. Ask for a plain bowl."
+    shown, _ = run(ReplyGuard(message, check_opening=False), kept)
+    assert shown == kept
+
+
+def test_the_missing_ability_is_a_refusal() -> None:
+    reply = "I'm sorry, but as an AI companion, I don't have the ability to write poems."
+    _, rejected = run(ReplyGuard("write me a poem about autumn"), reply)
+    assert rejected is not None and rejected.reason == "refusal"
