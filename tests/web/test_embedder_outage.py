@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from backend.engine.maintenance import run_maintenance
+from backend.engine.prompt import second_person
 from tests.stores.fakes import BagOfWordsEmbedder
 from tests.web.app_process import hippocampus_reply
 from tests.web.harness import AppHarness
@@ -76,7 +77,8 @@ def test_embedder_down_then_back_through_the_app(h: AppHarness) -> None:
     _, report = turn(h, None, "Any peanuts in this satay?")
     assert [m["id"] for m in report["activated"]] == [stored["id"]]
     assert report["activated"][0]["score"]["cosine"] is None  # missing, never 0
-    assert FACT in str(h.chat.chat_requests[-1].body["messages"])
+    # (said to the user: notes are shown in the second person, backend.engine.prompt)
+    assert second_person(FACT) in str(h.chat.chat_requests[-1].body["messages"])
 
     # Back: the backfill (the maintenance pass) embeds it; recall is not degraded.
     embedder.down = False
