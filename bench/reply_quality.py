@@ -106,6 +106,7 @@ class Reply:
     kind: str = ""
     verdict: judges.Verdict = field(default_factory=judges.Verdict)
     same_opening: bool = False  # opens like an earlier reply of the session (a formula)
+    claims_human: bool = False  # says the companion is a real person
     probe_use: bool | None = None  # a probe turn: the reply states the recalled fact
     contradiction: bool | None = None  # a probe turn: stale value / advice against a fact
     lag_turns: int | None = None  # long session: earlier turns not merged at send time
@@ -218,6 +219,7 @@ class Judge:
 
     def __call__(self, reply: Reply, earlier: Sequence[str]) -> None:
         reply.same_opening = judges.same_opening(reply.text, earlier)
+        reply.claims_human = judges.claims_human(reply.text)
         reply.verdict = judges.judge(
             reply.text,
             reply.message,
@@ -459,6 +461,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "self_repeat": _rate(replies, lambda r: r.verdict.self_repeat),
         "empty_or_cut": _rate(replies, lambda r: r.verdict.empty_or_cut),
         "same_opening": _rate(replies, lambda r: r.same_opening),
+        "claims_human": float(sum(1 for r in replies if r.claims_human)),
         "helpdesk": _rate(replies, lambda r: r.verdict.helpdesk),
         "leaks": float(sum(1 for r in replies if r.verdict.leak)),
         "probe_use": _rate(probes, lambda r: bool(r.probe_use)),

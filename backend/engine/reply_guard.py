@@ -123,6 +123,11 @@ _HELPDESK_STARTS = (
     "作为一个人工智能",
     "作为人工智能",
 )
+# A help-desk phrase inside an "if…" sentence.
+_HELPDESK_IN = re.compile(
+    r"feel free|let me know|don't hesitate|i'm here to help|i am here to help|"
+    r"请随时|随时告诉我|随时问我"
+)
 # An opening starting with one of these may still turn into a refusal or an AI disclaimer.
 _RISKY_FIRST = {
     "sorry",
@@ -146,12 +151,14 @@ _RISKY_FIRST = {
 _GO_AHEAD = re.compile(
     r"\b(?:go for it|go ahead|go all in|sure thing|yes,? you can|you can definitely|"
     r"absolutely|definitely|of course you can|why not|push through|enjoy|treat yourself|"
-    r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great))\b"
-    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油"
+    r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great)|"
+    r"you can|you could|it might be wise|good spot|good idea)\b"
+    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接"
 )
 _GO_AHEAD_FIRST = {
     "sure", "yes", "yeah", "go", "absolutely", "definitely", "of", "why", "push", "enjoy",
-    "treat", "dig", "let", "lets", "sounds", "that", "当", "没", "去", "尽", "放", "加", "冲",
+    "treat", "dig", "let", "lets", "sounds", "that", "2", "it", "if",
+    "当", "没", "去", "尽", "放", "加", "冲", "可",
 }  # fmt: skip
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
@@ -238,15 +245,19 @@ class ReplyGuard:
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         self._health_words = {
-            w for note in self._health for w in words(note) if len(w) > 3 or _is_cjk(w)
-        } - _COMMON_NOTE_WORDS
+            w[:5]
+            for note in self._health
+            for w in words(note)
+            if (len(w) > 3 or _is_cjk(w)) and w not in _COMMON_NOTE_WORDS
+        }
         message = words(user_text)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._opening = check_opening
         self._held = ""
-        self._released = not check_opening
+        # With a health note, even an unchecked opening is held for the health check.
+        self._released = not check_opening and not self._health
         self._sentence = ""  # the current sentence, held while it may be a help-desk line
         self._clear = False  # part of the current sentence is shown: the rest goes through
         self._dropped: list[str] = []  # sentences left out
@@ -257,15 +268,20 @@ class ReplyGuard:
     def _judge_opening(self, text: str, final: bool) -> Rejection | bool:
         """A ``Rejection``, True (release it) or False (hold on)."""
         flat = _normal(text)
+        said = _split_sentences(text)
+        tokens = words(text)
+        if not self._opening:
+            return self._judge_health(text, flat, said, tokens, final)
         if _REFUSAL.search(flat):
             return self._reject("refusal", text)
-        said = _split_sentences(text)
         if any(is_helpdesk_sentence(sentence) for sentence in said):
             return self._reject("helpdesk", text)
-        tokens = words(text)
         for message in self._message:
             if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
                 return self._reject("echo", text)
+        complete = said if final else said[:-1]
+        if any(self._speaks_as_user(sentence) for sentence in complete):
+            return self._reject("echo", text)
         for earlier in self._earlier:
             need = min(REPEAT_TOKENS, len(earlier))
             long_enough = len(earlier) >= MIN_COMPARED
@@ -273,19 +289,20 @@ class ReplyGuard:
                 final and tokens == earlier
             ):
                 return self._reject("repeat", text)
-        if self._health and _GO_AHEAD.search(flat) and not self._mentions_health(flat, tokens):
-            # A word of care may still come in the same sentence ("Go for it, but…").
-            if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
-                return self._reject("health", text)
-            return False
+        health = self._judge_health(text, flat, said, tokens, final)
+        if health is not True:
+            return health
         # An apology or "As an AI" may end in a refusal ten words on.
-        limit = 2 * HOLD_TOKENS if _APOLOGY.search(flat) else HOLD_TOKENS
+        # So may a first sentence in the user's first person ("I'm allergic…"), once whole.
+        speaker = bool(tokens) and tokens[0] == "1" and len(self._said) >= MIN_COMPARED
+        limit = 2 * HOLD_TOKENS if _APOLOGY.search(flat) or speaker else HOLD_TOKENS
         if final or len(tokens) >= limit:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
         undecided = (
-            tokens[0] in _RISKY_FIRST
+            (speaker and len(said) == 1)
+            or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
@@ -294,8 +311,27 @@ class ReplyGuard:
         )
         return not undecided
 
+    def _judge_health(
+        self, text: str, flat: str, said: Sequence[str], tokens: Sequence[str], final: bool
+    ) -> Rejection | bool:
+        """A go-ahead that ignores a recalled health note → ``Rejection``; False: hold on
+        (a word of care may still come in the same sentence: "Go for it, but…"; or it
+        may still become a go-ahead); True: nothing against it."""
+        if not self._health:
+            return True
+        if _GO_AHEAD.search(flat) and not self._mentions_health(flat, tokens):
+            if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
+                return self._reject("health", text)
+            return False
+        if self._opening or final or len(said) > 1 or len(tokens) >= HOLD_TOKENS:
+            return True
+        return not tokens or tokens[0] not in _GO_AHEAD_FIRST
+
     def _mentions_health(self, flat: str, tokens: Sequence[str]) -> bool:
-        return bool(self._health_words & set(tokens)) or bool(_CAUTION.search(flat))
+        """A word of the note (by its first five letters: "peanut-free" for "peanuts")
+        or a word of care."""
+        stems = {w[:5] for w in tokens}
+        return bool(self._health_words & stems) or bool(_CAUTION.search(flat))
 
     def _reject(self, reason: Reason, text: str) -> Rejection:
         hint = HINTS[reason].format(notes=" ".join(self._health))
@@ -328,13 +364,23 @@ class ReplyGuard:
         return self._sentences("", final=True)
 
     def _left_out(self, sentence: str) -> bool:
-        return is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence)
+        if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
+            return True
+        # "If you want to talk about anything else, feel free to ask!"
+        return words(sentence)[:1] in (["if"], ["如"]) and bool(
+            _HELPDESK_IN.search(_normal(sentence))
+        )
 
     def _may_be_left_out(self, fragment: str) -> bool:
-        """Hold the sentence: it may become a help-desk line, or it starts with "I" (it
-        may claim the user's own words as the companion's)."""
+        """Hold the sentence: it may become a help-desk line (one that starts like one, or
+        an "if…" that may end in one), or it starts with "I" (it may claim the user's
+        own words as the companion's)."""
         first = words(fragment)[:1]
-        return _may_become_helpdesk(fragment) or (first == ["1"] and len(self._said) >= 4)
+        return (
+            _may_become_helpdesk(fragment)
+            or first in (["if"], ["如"])
+            or (first == ["1"] and len(self._said) >= 4)
+        )
 
     def _speaks_as_user(self, sentence: str) -> bool:
         """The sentence says the user's own first-person words as the companion's ("I'm

@@ -26,6 +26,7 @@ from backend.engine import report as reports
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
 from backend.engine.pending_turns import PendingTurn
+from backend.engine.prompt import second_person
 from backend.engine.reply_guard import Rejection, ReplyGuard
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
@@ -292,7 +293,9 @@ class Turn:
         attempt whose opening is a refusal, an echo, a repeat of an earlier reply or a
         help-desk line is stopped before anything of it is shown, and sampled again with a
         hint for the model (and another seed); the last attempt is shown whatever it
-        says. Help-desk sentences are left out of every attempt. A continuation, or a
+        says, unless it gives a go-ahead against a recalled health note: then the note is
+        said back instead (``health_reminder``). Help-desk sentences are left out of every
+        attempt. A continuation, or a
         guard switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
         user_text, earlier = _conversation(messages)
@@ -356,7 +359,20 @@ class Turn:
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
+            if last:  # only the health check runs on the last attempt: never its go-ahead
+                yield TextDelta(health_reminder(user_text, self.health_notes))
+                yield Finish("stop")
+                return
             hints.append(rejected.hint)
+
+
+def health_reminder(user_text: str, notes: Sequence[str]) -> str:
+    """The reply when every attempt gave a go-ahead against a recalled health note: the
+    note, said back, and a question (in Chinese to a message in Chinese)."""
+    said = " ".join(second_person(note).strip() for note in notes)
+    if any("\u3400" <= ch <= "\u9fff" for ch in user_text):
+        return f"等一下，我记得：{said} 有没有对你来说安全的选择？"
+    return f"Hold on, I remember this: {said} Is there a way to do it that's safe for you?"
 
 
 def _conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:

@@ -208,3 +208,31 @@ def test_the_missing_ability_is_a_refusal() -> None:
     reply = "I'm sorry, but as an AI companion, I don't have the ability to write poems."
     _, rejected = run(ReplyGuard("write me a poem about autumn"), reply)
     assert rejected is not None and rejected.reason == "refusal"
+
+
+def test_an_if_sentence_ending_as_a_help_desk_is_left_out() -> None:
+    reply = "Rain all day sounds cosy. If you want to talk about anything else, feel free to ask!"
+    shown, _ = run(ReplyGuard("it rained all day", check_opening=False), reply)
+    assert shown == "Rain all day sounds cosy."
+    kept = "Rain all day sounds cosy. If it clears up, go for a walk."
+    assert run(ReplyGuard("it rained all day", check_opening=False), kept)[0] == kept
+
+
+def test_an_opening_taking_the_users_part_is_sampled_again() -> None:
+    message = "食堂今天有宫保鸡丁，我超爱这道菜，要不要直接打两份？"
+    _, rejected = run(ReplyGuard(message), "我超爱这道菜，你可以直接打两份。")
+    assert rejected is not None and rejected.reason == "echo"
+
+
+def test_the_last_attempt_is_still_checked_against_a_health_note() -> None:
+    notes = ["The user is lactose intolerant."]
+    guard = ReplyGuard(
+        "milk tea and ice cream, go all in?", check_opening=False, health_notes=notes
+    )
+    _, rejected = run(guard, "It might be wise to go all in, you earned it!")
+    assert rejected is not None and rejected.reason == "health"
+    guard = ReplyGuard("tell me a joke", check_opening=False, health_notes=notes)
+    assert run(guard, "I'm sorry, but I can't assist with that.") == (
+        "I'm sorry, but I can't assist with that.",
+        None,
+    )

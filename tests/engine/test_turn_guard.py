@@ -12,6 +12,7 @@ import pytest
 from backend.engine.reply_guard import HINTS
 from backend.engine.turn import TurnRequest
 from backend.llm.port import Sampling
+from backend.memory.types import Namespace
 
 from .conftest import Rig, make_rig
 
@@ -88,3 +89,23 @@ async def test_the_guard_can_be_switched_off(tmp_path: Path) -> None:
         assert len(rig.chat.calls) == 1
     finally:
         rig.services.close()
+
+
+async def test_a_go_ahead_against_a_health_note_is_never_shown(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    note = rig.long_term.new_memory(
+        "The user is allergic to shellfish.", category="health", importance=0.95
+    )
+    rig.long_term.create(ns, note)
+    for _ in range(3):  # every attempt says the same
+        rig.chat.enqueue(["Definitely", " go", " for", " it", ",", " pile", " it", " high", "!"])
+    shown, rejected = await reply(rig, "my mate is doing a seafood boil, should I pile my plate?")
+    assert rejected == ["health", "health", "health"]
+    assert "allergic to shellfish" in shown and "go for it" not in shown.lower()
+    hint = rig.chat.calls[1].messages[-1]["content"]
+    assert "The user is allergic to shellfish." in hint
+    # a reply that keeps it in mind is shown at once
+    rig.chat.enqueue(["Go", " for", " the", " company", ",", " but", " skip", " the",
+                      " shellfish", "."])  # fmt: skip
+    shown, rejected = await reply(rig, "and the dessert afterwards?", session="s2")
+    assert shown == "Go for the company, but skip the shellfish." and rejected == []
