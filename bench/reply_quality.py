@@ -28,7 +28,8 @@ The parts:
 - ``long``: ``long_session.json``, one session of 64 messages with BOTH configured roles
   (the real hippocampus forms memories while the user chats), each message sent
   ``--gap`` seconds after the previous reply ended, as a person typing. It measures time
-  to the first token (p50, max), tokens per second, and the memory lag: at each message,
+  to the first token (p50, max; the models are warmed first, as the app warms them at
+  start), tokens per second, and the memory lag: at each message,
   how many earlier turns are not merged yet (the last line takes the max).
   ``--long-seeds`` runs it for fewer seeds than the others (default: all).
 
@@ -68,6 +69,7 @@ from backend.engine.prompt import HEALTH_RULE, MEMORY_PREAMBLE
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
+from backend.engine.warm_up import warm_up
 from backend.llm.port import ChatModel, Sampling
 from backend.memory.types import Namespace
 from bench import reply_judges as judges
@@ -373,6 +375,7 @@ async def part_long(
 ) -> None:
     engine = services.engine
     engine.hippocampus, engine.settings = hippocampus
+    await warm_up(engine)  # as the app does at start: load, read the shared prompt prefix
     judge = Judge(services, "companion")
     session = uuid.uuid4().hex
     merged: list[asyncio.Future[Any]] = []
