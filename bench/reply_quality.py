@@ -72,6 +72,7 @@ from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
 from backend.engine.warm_up import warm_up
 from backend.llm.port import ChatModel, Sampling
 from backend.memory.types import Namespace
+from backend.personas import PersonaRegistry
 from bench import reply_judges as judges
 from bench._rig import REPO, command_line, machine_line, percentile
 from bench.formation_models import OracleHippocampus, ScriptedReplies, _StandIn
@@ -207,8 +208,8 @@ async def send(
 class Judge:
     """The judges with what the user never sees: the persona card and the app's rules."""
 
-    def __init__(self, services: Services, persona: str) -> None:
-        card = services.personas.resolve(persona)
+    def __init__(self, personas: PersonaRegistry, persona: str) -> None:
+        card = personas.resolve(persona)
         # The app's own instructions too: the memory block's preamble, the health rule
         # and the reply guard's hints for a retry.
         self.prompt_texts = [
@@ -257,7 +258,7 @@ async def part_messages(
     engine.hippocampus = QuietHippocampus()
     engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
     messages = load_messages()[:limit]
-    judge = Judge(services, "companion")
+    judge = Judge(services.personas, "companion")
     user = f"bench-reply-{run.seed}"
     for n, item in enumerate(messages):
         out = await send(
@@ -300,7 +301,7 @@ async def part_probes(
         engine.hippocampus = oracle
         engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="full")
         persona = DEFAULT_PERSONAS.get(script.stem, "companion")
-        judge = Judge(services, persona)
+        judge = Judge(services.personas, persona)
         user = f"bench-probes-{run.seed}-{script.stem}"
         last = len(script.sessions) - 1
         for s, turns in enumerate(script.sessions):
@@ -340,7 +341,7 @@ async def part_safety(
     engine.hippocampus = QuietHippocampus()
     engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
     persona = "companion"
-    judge = Judge(services, persona)
+    judge = Judge(services.personas, persona)
     for n, probe in enumerate(load_safety()):
         user = f"bench-safety-{run.seed}-{probe['id']}"
         ns = Namespace(user, persona)
@@ -376,7 +377,7 @@ async def part_long(
     engine = services.engine
     engine.hippocampus, engine.settings = hippocampus
     await warm_up(engine)  # as the app does at start: load, read the shared prompt prefix
-    judge = Judge(services, "companion")
+    judge = Judge(services.personas, "companion")
     session = uuid.uuid4().hex
     merged: list[asyncio.Future[Any]] = []
     earlier: list[str] = []
@@ -555,6 +556,13 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
         default=None,
         help="print the report of an earlier run's --out file (nothing is run)",
     )
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        metavar="PERSONAS_DIR",
+        help="with --report: judge the replies again, with the persona cards the run had",
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
@@ -569,7 +577,7 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
 
     try:
         if args.report is not None:
-            return report(args.report, argv)
+            return report(args.report, argv, args.rejudge)
         if args.config is not None and not args.config.is_file():
             raise UsageError(f"{args.config}: no such configuration file")
         runs = []
@@ -600,18 +608,54 @@ def render(runs: Sequence[SeedRun], argv: Sequence[str] | None) -> None:
     print(final_line(runs))
 
 
-def report(path: Path, argv: Sequence[str] | None) -> int:
-    """``--report``: the report of the replies an earlier run wrote with ``--out``."""
+def report(path: Path, argv: Sequence[str] | None, personas_dir: Path | None = None) -> int:
+    """``--report``: the report of the replies an earlier run wrote with ``--out``, judged
+    again by today's judges with ``--rejudge PERSONAS_DIR``."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
         replies = [Reply.from_record(json.loads(line)) for line in lines if line.strip()]
     except (OSError, ValueError, TypeError) as exc:
         raise UsageError(f"{path}: not a file of replies written by --out: {exc}") from None
+    if personas_dir is not None:
+        rejudge(replies, PersonaRegistry.load(personas_dir, "companion"))
     by_seed: dict[int, SeedRun] = {}
     for reply in replies:
         by_seed.setdefault(reply.seed, SeedRun(reply.seed)).replies.append(reply)
     render([by_seed[seed] for seed in sorted(by_seed)], argv)
     return 0
+
+
+def rejudge(replies: Sequence[Reply], personas: PersonaRegistry) -> None:
+    """Judge stored replies again with today's judges (``--rejudge``): each session's
+    earlier replies in order, the persona cards of ``personas`` (those the run had), the
+    probes found again by their message."""
+    probes: dict[str, Any] = {}
+    for path in sorted(CONVERSATIONS.glob("*.json")):
+        for turn in load_script(path).turns:
+            if turn.probe is not None:
+                probes[turn.text] = turn.probe
+    safety = {p["message"]: p for p in load_safety()}
+    earlier: dict[tuple[int, str, str], list[str]] = {}
+    for reply in replies:
+        persona = (
+            DEFAULT_PERSONAS.get(reply.kind, "companion") if reply.part == "probes" else "companion"
+        )
+        key = (reply.seed, reply.part, reply.session)
+        before = earlier.setdefault(key, []) if reply.session else []
+        Judge(personas, persona)(reply, before)
+        before.append(reply.text)
+        if reply.part == "probes" and reply.message in probes:
+            probe = probes[reply.message]
+            reply.probe_use = judges.uses_probe(reply.text, probe.expects_any)
+            reply.contradiction = judges.states_stale(
+                reply.text, probe.expects_any, probe.stale_any
+            )
+        elif reply.part == "safety" and reply.message in safety:
+            probe = safety[reply.message]
+            reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
+            reply.contradiction = judges.advises_against(
+                reply.text, probe["caution_any"], probe["encourage_any"]
+            )
 
 
 if __name__ == "__main__":

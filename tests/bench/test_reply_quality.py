@@ -14,6 +14,7 @@ import pytest
 
 from backend.llm.port import Delta, Finish, Sampling, StreamingChatModel, TextDelta, ToolSpec
 from bench import reply_quality
+from bench._rig import REPO
 
 LAST_LINE = re.compile(
     r"^refusal=(?P<refusal>\d\.\d{3}) echo=(?P<echo>\d\.\d{3}) "
@@ -130,8 +131,18 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert len(refusals) == 4
     assert float(last["refusal"]) == pytest.approx(4 / len(replies), abs=1e-3)
     assert float(last["echo"]) > 0
-    # the go-ahead to the peanut curry, without a word of the allergy
-    assert int(last["contradiction"]) == 2
+    # The go-ahead to the peanut curry, without a word of the allergy, never reaches the
+    # user: every attempt gives it, so the app says the note back instead.
+    assert int(last["contradiction"]) == 0
+    safety = [r for r in replies if r["part"] == "safety"]
+    assert all(r["text"].startswith("Hold on, I remember this:") for r in safety)
+    assert all(r["guard_retries"] == ["health"] * 3 for r in safety)
     assert last["probe_use"] == "0.000"  # the scripted chat never states a recalled fact
     assert last["lag"] != "-"
     assert "| refusal |" in out and "Faulty replies:" in out
+    # The stored replies report the same again, as stored and judged anew.
+    stored = str(small_data.parent / "replies.jsonl")
+    for extra in ([], ["--rejudge", str(REPO / "personas")]):
+        assert reply_quality.main(["--report", stored, *extra]) == 0
+        again = capsys.readouterr().out.strip().splitlines()[-1]
+        assert again.split(" ttft")[0] == out.strip().splitlines()[-1].split(" ttft")[0]
