@@ -2,27 +2,31 @@
 
 Small local models fall into a few failures that make a person close the tab: refusing a
 harmless request ("I'm sorry, but I can't assist with that."), echoing the user's
-message back, repeating an earlier reply word for word once one is in the history, and
-the voice of a help desk ("How can I assist you today?", "As an AI…"). Prompting and
-sampling make them rarer (docs/benchmarks.md, "Reply quality"); this guard stops the
-rest:
+message back, repeating an earlier reply once one is in the history, the voice of a help
+desk ("How can I assist you today?", "As an AI…"), and a cheerful go-ahead to what a
+recalled health note forbids. Prompting makes them rarer (docs/benchmarks.md, "Reply
+quality"); this guard stops the rest:
 
 - **the opening is held back** until it can be told apart from those failures: while it
-  could still become a refusal, an echo of the message, a repeat of an earlier reply's
-  opening or a help-desk line, nothing is shown; as soon as it cannot (usually after one
-  or two words: most replies start otherwise), it is released and the rest streams
-  through. At most ``HOLD_TOKENS`` tokens are held. A failure found in the opening
-  rejects the attempt: the caller stops the generation and samples again, with a
-  ``Rejection.hint`` for the model (``backend.engine.turn_reply``);
-- **a help-desk sentence later in the reply is dropped**: a sentence that starts like
-  one ("Is there anything else…", "Feel free to…") is held until it ends, and left out
-  if it is one; so is a sentence starting with "I" that says the user's own words as the
-  companion's ("I'm allergic to peanuts", a small model taking the user's part). Nothing
-  else is ever held after the opening.
+  could still become a refusal, an echo of the message (or the user's own first-person
+  words said as the companion's), a repeat of an earlier reply's opening, a help-desk
+  line or, next to a health note, a go-ahead, nothing is shown; as soon as it cannot
+  (most replies: after ``MIN_RELEASE`` tokens), it is released and the rest streams
+  through. At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
+  first-person start or a go-ahead, whose failure shows later in the sentence). A failure
+  rejects the attempt: the caller stops the generation and samples again with the
+  ``Rejection.hint`` for the model (``backend.engine.turn_reply``). On the caller's last
+  attempt (``check_opening=False``) only a health note's check runs;
+- **some sentences later in the reply are left out**: one that starts like a help-desk
+  line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
+  want to talk about anything else, feel free to ask!"), and one starting with "I" that
+  says the user's own words as the companion's ("I'm allergic to peanuts": a small model
+  taking the user's part). Such a sentence is held until it ends; nothing else is held
+  after the opening, and a reply is never left with nothing (``end``).
 
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
-you/your/你/您 folded so "you had a rough day" is the echo of "I had a rough day". Pure: no I/O, no
-clock; one guard per attempt.
+you/your/你/您 folded, so "you had a rough day" is the echo of "I had a rough day". Pure:
+no I/O, no clock; one guard per attempt.
 """
 
 from __future__ import annotations
@@ -193,21 +197,19 @@ def _starts_with(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
     return len(tokens) >= len(prefix) and list(tokens[: len(prefix)]) == list(prefix)
 
 
+def _run(a: Sequence[str], i: int, b: Sequence[str], j: int) -> int:
+    """How many tokens ``a`` from ``i`` and ``b`` from ``j`` have in common, in a row."""
+    n = 0
+    while i + n < len(a) and j + n < len(b) and a[i + n] == b[j + n]:
+        n += 1
+    return n
+
+
 def _copied_run(reply: Sequence[str], message: Sequence[str]) -> int:
     """The longest run of ``message`` tokens the reply starts copying within its first
     three tokens."""
-    best = 0
-    for start in range(min(3, len(reply))):
-        for j in range(len(message)):
-            n = 0
-            while (
-                start + n < len(reply)
-                and j + n < len(message)
-                and reply[start + n] == message[j + n]
-            ):
-                n += 1
-            best = max(best, n)
-    return best
+    starts = range(min(3, len(reply)))
+    return max((_run(reply, i, message, j) for i in starts for j in range(len(message))), default=0)
 
 
 def is_helpdesk_sentence(sentence: str) -> bool:
@@ -232,8 +234,8 @@ class Rejection:
 class ReplyGuard:
     """One attempt's stream: ``feed`` each piece and show what it returns; ``end`` at the
     end of the stream. Either may return a ``Rejection`` instead (see module docstring).
-    ``check_opening=False`` (the last attempt, a continuation) only drops help-desk
-    sentences."""
+    ``check_opening=False`` (the caller's last attempt) only leaves sentences out and,
+    with a health note, still holds the opening for its check."""
 
     def __init__(
         self,
@@ -389,18 +391,12 @@ class ReplyGuard:
         said = words(sentence)
         if "1" not in said:
             return False
-        for start in range(len(said)):
-            for j in range(len(self._said)):
-                n = 0
-                while (
-                    start + n < len(said)
-                    and j + n < len(self._said)
-                    and said[start + n] == self._said[j + n]
-                ):
-                    n += 1
-                if n >= CLAIM_TOKENS and "1" in said[start : start + n]:
-                    return True
-        return False
+        return any(
+            n >= CLAIM_TOKENS and "1" in said[i : i + n]
+            for i in range(len(said))
+            for j in range(len(self._said))
+            if (n := _run(said, i, self._said, j))
+        )
 
     def flush(self) -> str:
         """Everything still held, unchecked: the stream failed, and what came is shown
