@@ -22,7 +22,10 @@ quality"); this guard stops the rest:
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
   says the user's own words as the companion's ("I'm allergic to peanuts": a small model
   taking the user's part). Such a sentence is held until it ends; nothing else is held
-  after the opening, and a reply is never left with nothing (``end``).
+  after the opening, and a reply is never left with nothing (``end``). Next to a
+  recalled health note every sentence is held to its end, and a go-ahead that says
+  nothing of the note is replaced by the note, said back ("But remember: you are
+  allergic to peanuts.").
 
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
 you/your/你/您 folded, so "you had a rough day" is the echo of "I had a rough day". Pure:
@@ -36,6 +39,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from backend.engine.prompt import second_person
 
 Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health"]
 
@@ -263,6 +268,7 @@ class ReplyGuard:
         self._sentence = ""  # the current sentence, held while it may be a help-desk line
         self._clear = False  # part of the current sentence is shown: the rest goes through
         self._dropped: list[str] = []  # sentences left out
+        self._reminded = False  # a health note was said back instead of a go-ahead
         self._shown_any = False
 
     # --- the opening ---------------------------------------------------------------------
@@ -373,13 +379,34 @@ class ReplyGuard:
             _HELPDESK_IN.search(_normal(sentence))
         )
 
+    def _against_health(self, sentence: str) -> bool:
+        """A go-ahead, later in the reply, that says nothing of a recalled health note."""
+        if not self._health:
+            return False
+        flat = _normal(sentence)
+        return bool(_GO_AHEAD.search(flat)) and not self._mentions_health(flat, words(sentence))
+
+    def _reminder(self, sentence: str) -> str:
+        """What is shown instead of such a go-ahead: the note, said back (once)."""
+        if self._reminded:
+            return ""
+        self._reminded = True
+        notes = " ".join(second_person(note) for note in self._health)
+        lead = " " if sentence[:1].isspace() else ""
+        if any(_is_cjk(ch) for ch in sentence):
+            return f"{lead}不过别忘了：{notes}"
+        if notes.startswith(("You ", "Your ")):
+            notes = notes[0].lower() + notes[1:]
+        return f"{lead}But remember: {notes}"
+
     def _may_be_left_out(self, fragment: str) -> bool:
         """Hold the sentence: it may become a help-desk line (one that starts like one, or
         an "if…" that may end in one), or it starts with "I" (it may claim the user's
         own words as the companion's)."""
         first = words(fragment)[:1]
         return (
-            _may_become_helpdesk(fragment)
+            bool(self._health)  # next to a health note, every sentence is checked whole
+            or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
         )
@@ -416,7 +443,9 @@ class ReplyGuard:
             if end is None:
                 break
             sentence, text = text[: end.end()], text[end.end() :]
-            if self._clear or not self._left_out(sentence):
+            if not self._clear and self._against_health(sentence):
+                shown.append(self._reminder(sentence))
+            elif self._clear or not self._left_out(sentence):
                 shown.append(sentence)
             else:
                 self._dropped.append(sentence)
@@ -426,7 +455,9 @@ class ReplyGuard:
                 shown.append(text)
                 self._clear = True
             elif final:
-                if not self._left_out(text):
+                if self._against_health(text):
+                    shown.append(self._reminder(text))
+                elif not self._left_out(text):
                     shown.append(text)
                 else:
                     self._dropped.append(text)

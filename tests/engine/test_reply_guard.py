@@ -236,3 +236,15 @@ def test_the_last_attempt_is_still_checked_against_a_health_note() -> None:
         "I'm sorry, but I can't assist with that.",
         None,
     )
+
+
+def test_a_later_go_ahead_against_a_health_note_gives_way_to_the_note() -> None:
+    notes = ["The user is allergic to peanuts."]
+    reply = "How kind of your flatmate! If you don't mind the spice, yes, you can have a bowl."
+    shown, rejected = run(
+        ReplyGuard("peanut curry tonight, have a bowl?", health_notes=notes), reply
+    )
+    assert rejected is None
+    assert shown == "How kind of your flatmate! But remember: you are allergic to peanuts."
+    safe = "How kind of your flatmate! Ask for a bowl without peanuts."
+    assert run(ReplyGuard("peanut curry?", health_notes=notes), safe) == (safe, None)
