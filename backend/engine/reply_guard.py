@@ -169,6 +169,10 @@ _GO_AHEAD_FIRST = {
     "treat", "dig", "let", "lets", "sounds", "that", "2", "it", "if",
     "当", "没", "去", "尽", "放", "加", "冲", "可",
 }  # fmt: skip
+# "I'm sorry, but as an AI companion, I don't have the ability to watch…" in an opening.
+_AS_AN_AI = re.compile(
+    r"\bas an ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
+)
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
@@ -282,7 +286,7 @@ class ReplyGuard:
             return self._judge_health(text, flat, said, tokens, final)
         if _REFUSAL.search(flat):
             return self._reject("refusal", text)
-        if any(is_helpdesk_sentence(sentence) for sentence in said):
+        if any(is_helpdesk_sentence(sentence) for sentence in said) or _AS_AN_AI.search(flat):
             return self._reject("helpdesk", text)
         for message in self._message:
             if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):

@@ -296,6 +296,8 @@ def turn_settings(settings: Settings) -> TurnSettings:
         hippocampus_mode=hippocampus_mode(settings),
         use_tools=isinstance(chat, OpenAIChat) and chat.tools,
         reply_guard=chat.reply_guard,
+        # Known to the turn, so that a retry of the reply guard can sample a little warmer.
+        chat_temperature=chat.temperature,
     )
 
 

@@ -49,6 +49,8 @@ GONE = "the client went away"
 # Attempts at a reply the guard lets through; the last one is shown whatever it says.
 MAX_ATTEMPTS = 3
 RESAMPLE_SEED_STEP = 7919  # a retry's seed: the client's + this × the attempt
+RETRY_WARMING = 0.15  # a retry's temperature: + this × the attempt, at most the max
+MAX_RETRY_TEMPERATURE = 1.0
 log = logging.getLogger(__name__)
 
 
@@ -315,7 +317,7 @@ class Turn:
             stream = self._engine.chat.stream(
                 prompt,
                 tools=tools,
-                temperature=self._temperature,
+                temperature=_warmer(self._temperature, attempt),
                 max_tokens=self._max_tokens,
                 sampling=_resampled(self._sampling, attempt),
             )
@@ -389,6 +391,14 @@ def _conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]
         elif message.get("role") == "assistant" and content.strip():
             earlier.append(content)
     return user_text, earlier
+
+
+def _warmer(temperature: float | None, attempt: int) -> float | None:
+    """A retry's temperature: a little higher, so it leaves the rut the attempt was in
+    (unset stays the model's default; 0, greedy, stays greedy: the hint changes it)."""
+    if not temperature or attempt == 0:
+        return temperature
+    return min(MAX_RETRY_TEMPERATURE, temperature + RETRY_WARMING * attempt)
 
 
 def _resampled(sampling: Sampling | None, attempt: int) -> Sampling | None:

@@ -46,6 +46,11 @@ def run(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
         ("我今天加班到十点，好累", "你今天加班到十点，好累。", "echo"),
         ("hey, I'm Priya. long day.", "Hi, Priya! How can I assist you today?", "helpdesk"),
         ("are you there?", "As an AI, I don't have feelings, but yes.", "helpdesk"),
+        (
+            "watching the snooker with the sound off",
+            "I'm sorry, but as an AI companion, I don't have the ability to watch games.",
+            "helpdesk",
+        ),
     ],
 )
 def test_a_failing_opening_is_rejected_before_anything_is_shown(
@@ -205,7 +210,7 @@ def test_a_sentence_taking_the_users_part_is_left_out() -> None:
 
 
 def test_the_missing_ability_is_a_refusal() -> None:
-    reply = "I'm sorry, but as an AI companion, I don't have the ability to write poems."
+    reply = "I'm sorry, but I don't have the ability to write poems."
     _, rejected = run(ReplyGuard("write me a poem about autumn"), reply)
     assert rejected is not None and rejected.reason == "refusal"
 

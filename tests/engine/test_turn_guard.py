@@ -56,6 +56,8 @@ async def test_a_loop_is_broken_and_a_fixed_seed_moves_on(rig: Rig) -> None:
     assert rejected == ["repeat"]
     seeds = [call.sampling.seed for call in rig.chat.calls[-2:] if call.sampling]
     assert seeds[0] == 42 and seeds[1] != 42
+    temperatures = [call.temperature for call in rig.chat.calls[-2:]]
+    assert temperatures[1] is not None and temperatures[1] > (temperatures[0] or 0)
 
 
 async def test_an_echo_is_never_shown_even_when_every_attempt_echoes(rig: Rig) -> None:
