@@ -21,7 +21,10 @@ quality"); this guard stops the rest:
   line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
   says the user's own words as the companion's ("I'm allergic to peanuts": a small model
-  taking the user's part). Such a sentence is held until it ends; nothing else is held
+  taking the user's part), and one said word for word in an earlier reply (the loop a
+  small model falls into: "Have you thought about what kind of things they're looking
+  for in an architect?" in reply after reply). Such a sentence is held until it ends,
+  and only while it may still be one of these; nothing else is held
   after the opening, and a reply is never left with nothing (``end``). Next to a
   recalled health note every sentence is held to its end, and a go-ahead that says
   nothing of the note is replaced by the note, said back ("But remember: you are
@@ -104,6 +107,7 @@ _HELPDESK_STARTS = (
     "is there anything i can",
     "feel free to",
     "let me know if you need",
+    "let me know if you have",
     "let me know if there",
     "if you have any other questions",
     "if you have any questions",
@@ -265,6 +269,11 @@ class ReplyGuard:
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
+        self._earlier_sentences = {
+            tuple(words(sentence))
+            for reply in earlier_replies
+            for sentence in _split_sentences(reply)
+        }
         self._opening = check_opening
         self._held = ""
         # With a health note, even an unchecked opening is held for the health check.
@@ -378,6 +387,9 @@ class ReplyGuard:
     def _left_out(self, sentence: str) -> bool:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
             return True
+        said = tuple(words(sentence))
+        if len(said) >= REPEAT_TOKENS and said in self._earlier_sentences:
+            return True  # said before, word for word: the loop a small model falls into
         # "If you want to talk about anything else, feel free to ask!"
         return words(sentence)[:1] in (["if"], ["如"]) and bool(
             _HELPDESK_IN.search(_normal(sentence))
@@ -408,8 +420,10 @@ class ReplyGuard:
         an "if…" that may end in one), or it starts with "I" (it may claim the user's
         own words as the companion's)."""
         first = words(fragment)[:1]
+        so_far = tuple(words(fragment))
         return (
             bool(self._health)  # next to a health note, every sentence is checked whole
+            or any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)

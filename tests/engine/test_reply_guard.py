@@ -253,3 +253,24 @@ def test_a_later_go_ahead_against_a_health_note_gives_way_to_the_note() -> None:
     assert shown == "How kind of your flatmate! But remember: you are allergic to peanuts."
     safe = "How kind of your flatmate! Ask for a bowl without peanuts."
     assert run(ReplyGuard("peanut curry?", health_notes=notes), safe) == (safe, None)
+
+
+def test_a_sentence_said_before_word_for_word_is_left_out() -> None:
+    earlier = [
+        "That's great news! Have you thought about what they're looking for in an architect?"
+    ]
+    reply = (
+        "That sounds frustrating! Have you thought about what they're looking for in an architect?"
+    )
+    shown, _ = run(
+        ReplyGuard("my brother thinks I'm overthinking it", earlier, check_opening=False), reply
+    )
+    assert shown == "That sounds frustrating!"
+    # the whole reply said before: still shown rather than nothing (the opening check's job)
+    again = "Have you thought about what they're looking for in an architect?"
+    assert run(ReplyGuard("hm", earlier, check_opening=False), again)[0] == again
+
+
+def test_let_me_know_if_you_have_questions_is_left_out() -> None:
+    reply = "Goodnight! Let me know if you have any other questions or concerns."
+    assert run(ReplyGuard("night night", check_opening=False), reply)[0] == "Goodnight!"
