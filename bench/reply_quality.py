@@ -471,7 +471,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "probe_use": _rate(probes, lambda r: bool(r.probe_use)),
         "safety_mentions": _rate(safety, lambda r: bool(r.probe_use)),
         "contradiction": float(sum(1 for r in judged if r.contradiction)),
-        "ttft_p50_s": percentile(ttfts, 0.5) if ttfts else None,
+        "ttft_p50_s": percentile(ttfts, 50) if ttfts else None,
         "ttft_max_s": max(ttfts) if ttfts else None,
         "tokens_per_s": statistics.median(speeds) if speeds else None,
         "lag_turns": float(max(r.lag_turns or 0 for r in long)) if long else None,
@@ -526,7 +526,7 @@ def final_line(runs: Sequence[SeedRun]) -> str:
         f"refusal={_cell(whole['refusal'])} echo={_cell(whole['echo'])} "
         f"self_repeat={_cell(whole['self_repeat'])} helpdesk={_cell(whole['helpdesk'])} "
         f"leaks={leaks} probe_use={_cell(whole['probe_use'])} contradiction={contradictions} "
-        f"ttft_p50_s={percentile(ttfts, 0.5) if ttfts else 0:.2f} "
+        f"ttft_p50_s={percentile(ttfts, 50) if ttfts else 0:.2f} "
         f"ttft_max_s={max(ttfts, default=0):.2f} lag_turns={'-' if lag is None else lag}"
     )
 

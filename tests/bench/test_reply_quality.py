@@ -146,3 +146,14 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
         assert reply_quality.main(["--report", stored, *extra]) == 0
         again = capsys.readouterr().out.strip().splitlines()[-1]
         assert again.split(" ttft")[0] == out.strip().splitlines()[-1].split(" ttft")[0]
+
+
+def test_the_time_columns_are_the_median_and_the_max() -> None:
+    run = reply_quality.SeedRun(1)
+    for n, ttft in enumerate((1.0, 2.0, 9.0)):
+        run.replies.append(
+            reply_quality.Reply("long", 1, "s", f"m{n}", "r", "stop", ttft, ttft + 1, 5)
+        )
+    numbers = reply_quality.measures(run)
+    assert numbers["ttft_p50_s"] == 2.0 and numbers["ttft_max_s"] == 9.0
+    assert reply_quality.final_line([run]).endswith("ttft_p50_s=2.00 ttft_max_s=9.00 lag_turns=0")
