@@ -40,8 +40,9 @@ CHUNK = 8 * 1024 * 1024  # bytes read and written at a time (8 MiB)
 # The preset each role uses when config.json names neither ``model`` nor ``model_path``;
 # install.sh installs them (it reads them from here: ``presets default``). Chosen by
 # measurement, per role: the chat by what a user reads (docs/benchmarks.md, "Reply
-# quality": the 0.5B refused, echoed and looped where the 1.5B did not, and the 1.5B
-# starts its replies within the latency targets), the hippocampus by what the memory
+# quality": on the same messages and seeds the 0.5B refused 4% and echoed 28% of its
+# replies, the 1.5B behind the reply guard 0.3% and 2%; it costs time to the first token,
+# which misses its target on 2 cores), the hippocampus by what the memory
 # holds ("Memory formation end to end": the 0.5B forms the probed facts in a few seconds
 # a run on a 2-core CPU; the 1.5B forms a few more at twice the time).
 DEFAULT_PRESETS: dict[str, str] = {
