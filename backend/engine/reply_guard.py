@@ -165,7 +165,9 @@ _GO_AHEAD = re.compile(
     r"\b(?:go for it|go ahead|go all in|sure thing|yes,? you can|you can definitely|"
     r"absolutely|definitely|of course you can|why not|push through|enjoy|treat yourself|"
     r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great)|"
-    r"you can|you could|it might be wise|good spot|good idea)\b"
+    r"you can|you could|it might be wise|good spot|good idea|"
+    r"it's (?:fine|safe|ok|okay) to|should be (?:fine|ok|okay|safe)|"
+    r"you should (?:have|grab|go|try|definitely))\b|^yes\b"
     r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接"
 )
 _GO_AHEAD_FIRST = {
@@ -180,7 +182,7 @@ _AS_AN_AI = re.compile(
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
-    r"allerg|intoleran|injur|careful|avoid|instead|safe|gentle|doctor|physio|"
+    r"allerg|intoleran|injur|careful|avoid|instead|gentle|doctor|physio|"
     r"过敏|不耐|受伤|伤|忌口|小心|注意|避免|医生"
 )
 # Words of a health note that say nothing of the fact itself.
@@ -259,13 +261,16 @@ class ReplyGuard:
         health_notes: Sequence[str] = (),
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
+        message = words(user_text)
+        # The note's own words, less the ones the user's message has: "peanut curry"
+        # names the peanuts; only "allergic" says the reply kept the allergy in mind.
+        asked = {w[:5] for w in message}
         self._health_words = {
             w[:5]
             for note in self._health
             for w in words(note)
             if (len(w) > 3 or _is_cjk(w)) and w not in _COMMON_NOTE_WORDS
-        }
-        message = words(user_text)
+        } - asked
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]

@@ -181,7 +181,7 @@ def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
     "reply",
     [
         "Yes, you can, if she makes a gluten-free batch for you.",
-        "Go for it, but ask her to keep a portion safe for you without the wheat.",
+        "Go for it, but ask her to keep a portion for you without the gluten.",
         "Oh, fresh pasta from your nonna sounds lovely.",
         "当然可以，不过你对麸质过敏，记得让她做一份无麸质的。",
     ],
@@ -189,6 +189,19 @@ def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
 def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(reply: str) -> None:
     shown, rejected = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), reply)
     assert rejected is None and shown == reply
+
+
+def test_naming_what_the_user_asked_about_is_not_keeping_the_note_in_mind() -> None:
+    notes = ["The user is allergic to peanuts."]
+    message = "my flatmate made a peanut curry tonight, should I have a bowl?"
+    for reply in (
+        "Sure, you can have a bowl of peanut curry tonight.",
+        "Yes, it's safe to have a bowl of peanut curry tonight.",
+    ):
+        _, rejected = run(ReplyGuard(message, health_notes=notes), reply)
+        assert rejected is not None and rejected.reason == "health"
+    kept = "Careful, you're allergic: ask for a bowl without the peanuts."
+    assert run(ReplyGuard(message, health_notes=notes), kept) == (kept, None)
 
 
 def test_without_a_health_note_a_go_ahead_is_fine() -> None:
