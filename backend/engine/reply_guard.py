@@ -274,6 +274,9 @@ class ReplyGuard:
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
+        self._hint_words = [
+            words(HINTS[reason].format(notes="")) for reason in ("health", "refusal", "repeat")
+        ]
         self._earlier_sentences = {
             tuple(words(sentence))
             for reply in earlier_replies
@@ -395,6 +398,8 @@ class ReplyGuard:
         said = tuple(words(sentence))
         if len(said) >= REPEAT_TOKENS and said in self._earlier_sentences:
             return True  # said before, word for word: the loop a small model falls into
+        if self._recites_hint(said):
+            return True
         # "If you want to talk about anything else, feel free to ask!"
         return words(sentence)[:1] in (["if"], ["如"]) and bool(
             _HELPDESK_IN.search(_normal(sentence))
@@ -420,6 +425,17 @@ class ReplyGuard:
             notes = notes[0].lower() + notes[1:]
         return f"{lead}But remember: {notes}"
 
+    def _recites_hint(self, said: Sequence[str]) -> bool:
+        """The sentence says a retry's hint back ("Remember what you know about the user's
+        health: …", seen with Qwen2.5-Coder-1.5B): a run of ``CLAIM_TOKENS`` + 2 of it."""
+        need = CLAIM_TOKENS + 2
+        return any(
+            _run(said, i, hint, j) >= need
+            for hint in self._hint_words
+            for i in range(len(said))
+            for j in range(len(hint))
+        )
+
     def _may_be_left_out(self, fragment: str) -> bool:
         """Hold the sentence: it may become a help-desk line (one that starts like one, or
         an "if…" that may end in one), or it starts with "I" (it may claim the user's
@@ -429,6 +445,7 @@ class ReplyGuard:
         return (
             bool(self._health)  # next to a health note, every sentence is checked whole
             or any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
+            or any(list(hint[: len(so_far)]) == list(so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)

@@ -287,3 +287,14 @@ def test_a_sentence_said_before_word_for_word_is_left_out() -> None:
 def test_let_me_know_if_you_have_questions_is_left_out() -> None:
     reply = "Goodnight! Let me know if you have any other questions or concerns."
     assert run(ReplyGuard("night night", check_opening=False), reply)[0] == "Goodnight!"
+
+
+def test_a_retry_hint_said_back_is_left_out() -> None:
+    notes = ["The user is allergic to peanuts."]
+    reply = (
+        "Remember what you know about the user's health: The user is allergic to peanuts. "
+        "Ask Tom for a bowl without them."
+    )
+    shown, _ = run(ReplyGuard("peanut curry?", health_notes=notes, check_opening=False), reply)
+    # one sentence up to the first full stop: the hint with the note it carried
+    assert shown.strip() == "Ask Tom for a bowl without them."
