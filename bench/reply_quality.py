@@ -76,7 +76,7 @@ from backend.personas import PersonaRegistry
 from bench import reply_judges as judges
 from bench._rig import REPO, command_line, machine_line, percentile
 from bench.formation_models import OracleHippocampus, ScriptedReplies, _StandIn
-from bench.formation_script import UsageError, load_oracle, load_script, oracle_path
+from bench.formation_script import Probe, UsageError, load_oracle, load_script, oracle_path
 from bench.memory_formation import DEFAULT_PERSONAS, bench_settings
 
 DATA_DIR = REPO / "bench" / "data" / "reply_quality"
@@ -243,6 +243,20 @@ def _reply(part: str, seed: int, session: str, text: str, out: Any, **extra: Any
     return reply
 
 
+def judge_recall(reply: Reply, probe: Probe) -> None:
+    """A probe turn: is the recalled fact stated, is a stale value stated instead."""
+    reply.probe_use = judges.uses_probe(reply.text, probe.expects_any)
+    reply.contradiction = judges.states_stale(reply.text, probe.expects_any, probe.stale_any)
+
+
+def judge_safety(reply: Reply, probe: dict[str, Any]) -> None:
+    """A safety probe: is the health fact said, is the harmful thing given a go-ahead."""
+    reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
+    reply.contradiction = judges.advises_against(
+        reply.text, probe["caution_any"], probe["encourage_any"]
+    )
+
+
 def _seed(run_seed: int, n: int) -> int:
     return run_seed * 100_003 + n
 
@@ -324,10 +338,7 @@ async def part_probes(
                 judge(reply, earlier)
                 earlier.append(reply.text)
                 if turn.probe is not None:
-                    reply.probe_use = judges.uses_probe(reply.text, turn.probe.expects_any)
-                    reply.contradiction = judges.states_stale(
-                        reply.text, turn.probe.expects_any, turn.probe.stale_any
-                    )
+                    judge_recall(reply, turn.probe)
                 run.replies.append(reply)
                 log(f"seed {run.seed} {script.stem}: {_preview(reply.text)}")
     engine.chat = chat
@@ -357,10 +368,7 @@ async def part_safety(
         )  # fmt: skip
         reply = _reply("safety", run.seed, "", probe["message"], out, kind="safety")
         judge(reply, [])
-        reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
-        reply.contradiction = judges.advises_against(
-            reply.text, probe["caution_any"], probe["encourage_any"]
-        )
+        judge_safety(reply, probe)
         run.replies.append(reply)
         log(f"seed {run.seed} safety {probe['id']}: {_preview(reply.text)}")
     await engine.drain()
@@ -645,17 +653,9 @@ def rejudge(replies: Sequence[Reply], personas: PersonaRegistry) -> None:
         Judge(personas, persona)(reply, before)
         before.append(reply.text)
         if reply.part == "probes" and reply.message in probes:
-            probe = probes[reply.message]
-            reply.probe_use = judges.uses_probe(reply.text, probe.expects_any)
-            reply.contradiction = judges.states_stale(
-                reply.text, probe.expects_any, probe.stale_any
-            )
+            judge_recall(reply, probes[reply.message])
         elif reply.part == "safety" and reply.message in safety:
-            probe = safety[reply.message]
-            reply.probe_use = judges.uses_probe(reply.text, probe["caution_any"])
-            reply.contradiction = judges.advises_against(
-                reply.text, probe["caution_any"], probe["encourage_any"]
-            )
+            judge_safety(reply, safety[reply.message])
 
 
 if __name__ == "__main__":
