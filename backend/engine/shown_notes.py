@@ -7,10 +7,15 @@ block (the preamble, the background, up to eight notes): on a 2-core CPU that ma
 time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks.md,
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
 that turn's user message, and the new turn gets a block with the best recalled notes
-(``ALWAYS_SHOWN``) and otherwise only what the history does not show yet: notes not shown
-in the window, and the background if it changed since short-term was last trimmed; and no
-note formed from a message the window still shows verbatim (it is right there). The new
-prompt is then the previous one plus the reply plus a short tail.
+(``ALWAYS_SHOWN``) when the message is about them (``pertinent``), and otherwise only what
+the history does not show yet: notes not shown in the window, and the background if it
+changed since short-term was last trimmed; and no note formed from a message the window
+still shows verbatim (it is right there). The new prompt is then the previous one plus
+the reply plus a short tail, and a turn with nothing new to show adds no block at all:
+each block costs its preamble and notes (~130 tokens, ~2 s to the first token of
+Qwen2.5-Coder-1.5B on two cores), so repeating the same three notes before every small-talk
+message made a long evening's replies start in 3-8 s (docs/benchmarks.md, "Reply
+quality").
 
 A note knows its session and when it was written, not its message. Merges run in order
 and write their notes before they save, so a note of the session written after a turn's
@@ -36,28 +41,39 @@ least recently used goes).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from backend.engine.prompt import is_health_note, memory_block
 from backend.hippocampus import SessionMemoryState
 from backend.hippocampus.budget import estimate_tokens
-from backend.memory.types import Memory
+from backend.longterm.activation import Activation
+from backend.memory.hybrid import cosine_trust, relevance_evidence
+from backend.memory.types import HybridWeights, Memory
 from backend.sessions.store import Message
 
 MAX_SESSIONS = 256
 # The moments kept per session (``Merged``): more than a short-term window has turns.
 MAX_MERGED = 64
 # The best recalled notes are shown right before the message even when the window shows
-# them already: a small model uses a note next to the question, not one five messages
-# up (the persona demos: 6/9 probes with three, 4/9 with one; each costs ~25 prompt
-# tokens a turn).
+# them already, if the message is about them: a small model uses a note next to the
+# question, not one five messages up (the persona demos: 6/9 probes with three, 4/9 with
+# one; each costs ~25 prompt tokens a turn, plus the block's preamble).
 ALWAYS_SHOWN = 3
+# How much the message itself must speak for a note (``relevance_evidence``: the trusted
+# cosine and the lexical match, in [0, 1]) for it to be shown again next to it. Alone, a
+# MiniLM cosine of ~0.4 ("when is my sister's wedding?" and "The user's sister Mei is
+# getting married on 20 December."); small talk beside an unrelated note is ~0.1-0.2.
+PERTINENT_EVIDENCE = 0.3
 # The earlier blocks a prompt carries, in estimated tokens: over this, they all go at once
-# (the cache is shifted over the gaps: backend.llm.cache_reuse); they also go with their
-# user messages, when short-term is trimmed. With the 1500-token short-term budget and a
-# ~800-token persona this keeps the prompt near 3,100 tokens, well inside a 4k context.
+# (the cache is shifted over the gaps: backend.llm.cache_reuse), but for the newest one
+# with a background (shown again, it would cost its whole length: the background alone
+# can be ~400 tokens); they also go with their user messages, when short-term is
+# trimmed. The notes of the blocks that went are not shown again in this window unless a
+# message is about them: else each drop made the next turns show them all again. With
+# the 1500-token short-term budget and a ~800-token persona this keeps the prompt near
+# 3,100 tokens, well inside a 4k context.
 EARLIER_NOTES_TOKENS = 600
 
 
@@ -92,13 +108,23 @@ class NotesPlan:
     shown: Shown
     kept: list[Shown]  # the earlier blocks the prompt carries
     merged: tuple[Merged, ...] = ()  # the session's moments to keep, old to new
+    # Blocks of the window that went for the budget: their notes were read in this window,
+    # and are shown again only next to a message about them.
+    retired: list[Shown] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    blocks: list[Shown]
+    retired: list[Shown]
+    moments: tuple[Merged, ...]
 
 
 class ShownNotes:
     """The notes blocks shown in each session's current window (module docstring)."""
 
     def __init__(self) -> None:
-        self._sessions: OrderedDict[str, tuple[list[Shown], tuple[Merged, ...]]] = OrderedDict()
+        self._sessions: OrderedDict[str, _Window] = OrderedDict()
 
     def plan(
         self,
@@ -110,6 +136,7 @@ class ShownNotes:
         whole_session: bool = False,
         merged: Merged | None = None,
         verbatim_from: int | None = None,
+        pertinent: Collection[str] | None = None,
     ) -> NotesPlan:
         """This turn's notes: the window's earlier blocks, and a block with what they lack.
 
@@ -117,8 +144,11 @@ class ShownNotes:
         the window already shows: left out (module docstring). ``whole_session``: every
         message of the session is in the window verbatim. ``merged``: this turn's moment.
         ``verbatim_from``: the window shows verbatim the message of this ``seq`` and every
-        later one (``verbatim_start``); ``None``: unknown."""
-        blocks, moments = self._sessions.get(session_id, ([], ()))
+        later one (``verbatim_start``); ``None``: unknown. ``pertinent``: the ids of the
+        recalled notes the message is about (``pertinent_ids``), the only ones shown again
+        when the window shows them already; ``None``: every one of the best."""
+        window = self._sessions.get(session_id, _Window([], [], ()))
+        moments = window.moments
         if merged is not None:
             moments = (*moments, merged)[-MAX_MERGED:]
         # The first moment whose merges reached the message before the verbatim part; the
@@ -139,28 +169,52 @@ class ShownNotes:
                 if m.source_session != session_id or m.created_at <= since or is_health_note(m)
             ]
         in_window = {item.text for item in view.short_term if item.role == "user"}
-        earlier = [s for s in blocks if s.user_text in in_window]
+        earlier = [s for s in window.blocks if s.user_text in in_window]
+        retired = [s for s in window.retired if s.user_text in in_window]
         if sum(estimate_tokens(s.block) for s in earlier) > EARLIER_NOTES_TOKENS:
-            earlier = []
+            carrier = next((s for s in reversed(earlier) if s.background), None)
+            retired += [s for s in earlier if s is not carrier]
+            earlier = [carrier] if carrier is not None else []
         visible = frozenset().union(*(s.memory_ids for s in earlier))
+        read = visible.union(*(s.memory_ids for s in retired))
+
+        def about(m: Memory) -> bool:
+            return pertinent is None or m.id in pertinent
+
         new = [
             m
             for i, m in enumerate(recalled)
-            if i < ALWAYS_SHOWN or m.id not in visible or is_health_note(m)
+            if is_health_note(m)
+            or m.id not in read
+            or (about(m) and (m.id not in visible or i < ALWAYS_SHOWN))
         ]
         start = view.short_term[0].text if view.short_term else ""
         background = view.background if _background_news(view, earlier) else ""
         block = memory_block(background, new) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
-        return NotesPlan(earlier_blocks, new, background, shown, earlier, moments)
+        return NotesPlan(earlier_blocks, new, background, shown, earlier, moments, retired)
 
     def record(self, session_id: str, plan: NotesPlan) -> None:
         """Remember the block a turn showed (after its prompt was built)."""
-        self._sessions[session_id] = ([*plan.kept, plan.shown], plan.merged)
+        self._sessions[session_id] = _Window([*plan.kept, plan.shown], plan.retired, plan.merged)
         self._sessions.move_to_end(session_id)
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
+
+
+def pertinent_ids(
+    activation: Activation | None, query_text: str, weights: HybridWeights
+) -> frozenset[str]:
+    """The recalled notes the message itself speaks for (``PERTINENT_EVIDENCE``)."""
+    if activation is None:
+        return frozenset()
+    trust = cosine_trust(query_text, weights)
+    return frozenset(
+        item.memory.id
+        for item in activation.retrieval.items
+        if relevance_evidence(item.score, trust, weights) >= PERTINENT_EVIDENCE
+    )
 
 
 def _background_news(view: SessionMemoryState, earlier: list[Shown]) -> bool:

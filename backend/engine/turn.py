@@ -47,7 +47,7 @@ from backend.engine.prompt import build_main_messages, is_health_note
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
-from backend.engine.shown_notes import Merged, ShownNotes, verbatim_start
+from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbatim_start
 from backend.engine.turn_reply import Turn
 from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
@@ -329,6 +329,7 @@ class TurnEngine:
                     count = len(view.short_term) + 8  # + this message, + some empty ones
                     rows = await asyncio.to_thread(self.sessions.tail, session.id, count)
                     start = verbatim_start(view, [m for m in rows if m.seq < stored.seq])
+            retrieval = turn.persona.retrieval_policy or self.long_term.activation.retrieval
             notes = self.shown_notes.plan(
                 session.id,
                 view,
@@ -337,6 +338,7 @@ class TurnEngine:
                 whole_session=whole,
                 merged=merged,
                 verbatim_from=start,
+                pertinent=pertinent_ids(turn.activation, user_text, retrieval.hybrid),
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,

@@ -10,10 +10,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from backend.engine.prompt import second_person
-from backend.engine.shown_notes import Merged, ShownNotes, verbatim_start
+from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbatim_start
 from backend.engine.turn import TurnRequest
 from backend.hippocampus import SessionMemoryState, ShortTermItem
-from backend.memory.types import Candidate, Memory, Namespace
+from backend.longterm.activation import Activation
+from backend.memory.retrieve import Retrieval
+from backend.memory.types import (
+    Candidate,
+    HybridWeights,
+    Memory,
+    Namespace,
+    ScoreBreakdown,
+    ScoredMemory,
+)
 from backend.sessions.store import Message
 
 from .conftest import Rig
@@ -66,6 +75,42 @@ def test_the_best_notes_are_shown_next_to_the_message_again(
     assert again.memories == [notes[4], notes[3], notes[0]]  # the top three; not notes[1]
 
 
+def test_the_best_notes_are_shown_again_only_next_to_a_message_about_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 3)
+    shown = ShownNotes()
+    shown.record("s", shown.plan("s", window(), [MEI, TAMA], "hi", pertinent=set()))
+    # Small talk about neither: nothing new, so no block at all (the cache covers the
+    # whole previous prompt: only the reply and the message are read).
+    chat = shown.plan("s", window("hi"), [MEI, TAMA], "long day at work", pertinent=set())
+    assert chat.memories == [] and chat.shown.block == ""
+    # A question about Mei: her note again, right before it; the cat's stays up there.
+    asked = shown.plan("s", window("hi"), [MEI, TAMA], "where does Mei live?", pertinent={"m1"})
+    assert asked.memories == [MEI]
+
+
+def test_a_recalled_health_note_is_repeated_whatever_the_message_is_about() -> None:
+    peanuts = replace(note("h1", "The user is allergic to peanuts."), category="health")
+    shown = ShownNotes()
+    shown.record("s", shown.plan("s", window(), [peanuts], "hi", pertinent=set()))
+    plan = shown.plan("s", window("hi"), [peanuts, MEI], "dinner plans?", pertinent=set())
+    assert plan.memories == [peanuts, MEI]
+
+
+def test_pertinent_notes_are_the_ones_the_message_itself_speaks_for() -> None:
+    def scored(memory: Memory, cosine: float | None, lexical: float) -> ScoredMemory:
+        return ScoredMemory(memory, ScoreBreakdown(0.0, 0.9, lexical, 0.0, cosine, 0.0, 0.5))
+
+    items = (scored(MEI, 0.55, 0.4), scored(TAMA, 0.12, 0.0), scored(BENTO, None, 0.0))
+    activation = Activation(Retrieval(items=items), None, 0.0, 0.0, 3)
+    weights = HybridWeights()
+    assert pertinent_ids(activation, "when is Mei's wedding?", weights) == {"m1"}
+    # A message in Chinese: the local embedder's cosine is not trusted; the words count.
+    assert pertinent_ids(activation, "梅住在哪里？", weights) == {"m1"}
+    assert pertinent_ids(None, "hi", weights) == frozenset()
+
+
 def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -82,6 +127,36 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     # they grow again: the prompt's start moves every few turns, not every turn.
     assert [len(c) for c in carried] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert carried[7] == ["t4", "t5", "t6"]
+
+
+def test_the_block_with_the_current_background_outlives_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 450)
+    shown, said = ShownNotes(), ["t0", "t1"]
+    background = "What left the window: " + "a long summary. " * 20
+    # The window was trimmed: the background is news, shown once with t2.
+    plan = shown.plan("s", window(*said, background=background), [], "t2")
+    assert plan.background == background
+    shown.record("s", plan)
+    said.append("t2")
+    for i in range(3, 9):
+        # The hippocampus rewrites the background as it goes; nothing left the window since.
+        rewritten = background + " Rewritten." * (i % 2)
+        plan = shown.plan(
+            "s", window(*said, background=rewritten), [note(f"m{i}", "A fact. " * 20)], f"t{i}"
+        )
+        # Over the budget, the other blocks go; the background's stays, not shown again.
+        assert plan.background == "" and "t2" in plan.earlier
+        shown.record("s", plan)
+        said.append(f"t{i}")
+    # The notes of the blocks that went were read in this window: shown again only next
+    # to a message about them.
+    m3 = note("m3", "A fact. " * 20)
+    assert "t3" not in shown.plan("s", window(*said), [m3], "t9", pertinent=set()).earlier
+    assert shown.plan("s", window(*said), [m3], "t9", pertinent=set()).memories == []
+    assert shown.plan("s", window(*said), [m3], "t9", pertinent={"m3"}).memories == [m3]
 
 
 def test_notes_from_messages_still_in_the_window_are_left_out() -> None:
