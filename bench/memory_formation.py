@@ -42,9 +42,15 @@ definitions there) and counts the hippocampus runs whose turn report says ``ok``
 Output: one line per probe, then per-session counts, then every junk, duplicate and
 subject-error memory with its reason, and last, exactly:
 ``probe_recall=A/B stale=S memories=N junk=J duplicates=D subject_errors=E
-hippocampus_valid=V/T hippocampus_p50_s=X`` (on one line; ``memories`` counts the current
-memories; the p50 is over every hippocampus run). ``--export`` writes the final store as
-JSON Lines in the app's export format (``LongTermMemory.export_jsonl``).
+hippocampus_valid=V/T hippocampus_p50_s=X wrong_entity=W fragments=F precision=P`` (on one
+line; ``memories`` counts the current memories; the p50 is over every hippocampus run).
+``subject_errors`` is about who *said* a fact (the user or the persona); ``wrong_entity``,
+``fragments`` and ``precision`` about who a fact is *about*, judged by
+``bench.entity_judge`` against the script's hand-labelled gold
+(``bench/data/formation_gold/<script>.json``; definitions there): precision is the share
+of the user's current memories judged correct. A script without gold gets ``-`` for
+``wrong_entity`` and ``precision``, and its fragments still counted. ``--export`` writes
+the final store as JSON Lines in the app's export format (``LongTermMemory.export_jsonl``).
 
 Exit status: 0 when the run completed; 2 for a missing or malformed script, oracle or
 configuration, or an unknown persona; 1 when the app cannot start.
@@ -69,6 +75,7 @@ from backend.engine.turn import TurnRequest
 from backend.llm.port import ChatModel
 from backend.memory.types import Memory, Namespace
 from backend.personas import UnknownPersona
+from bench import entity_judge
 from bench import formation_scoring as scoring
 from bench.formation_models import FlakyHippocampus, OracleHippocampus, ScriptedReplies
 from bench.formation_script import (
@@ -124,6 +131,9 @@ class RunResult:
     memories: list[Memory] = field(default_factory=list)  # every one, oldest first
     written_by: dict[str, int] = field(default_factory=dict)  # memory id → turn number
     judgement: scoring.Judgement | None = None
+    # Who each memory is about (``bench.entity_judge``), where the script has gold data.
+    entities: entity_judge.EntityJudgement | None = None
+    fragments: list[tuple[str, str]] = field(default_factory=list)  # (content, why)
     session_ids: list[str] = field(default_factory=list)
 
 
@@ -236,6 +246,23 @@ def judge_store(services: Services, result: RunResult, persona_text: str) -> Non
         for m in memories
     ]
     result.judgement = scoring.judge(stored, transcript, vectors=vectors, persona_text=persona_text)
+    judge_entities(result, current)
+
+
+def judge_entities(result: RunResult, current: Sequence[Memory]) -> None:
+    """Who each current memory is about, against the script's gold (``bench.entity_judge``);
+    without gold, only the fragments are found."""
+    path = entity_judge.gold_path(result.script)
+    gold = entity_judge.load_gold(path, result.script) if path.is_file() else None
+    if gold is not None:
+        rows = [(m.content, m.subject, result.written_by.get(m.id)) for m in current]
+        result.entities = entity_judge.judge_store(rows, gold)
+        result.fragments = [(t, j.reason) for t, j in result.entities.of("fragment")]
+        return
+    for memory in current:
+        why = entity_judge.fragment_reason(memory.content)
+        if memory.subject != "persona" and why is not None:
+            result.fragments.append((memory.content, why))
 
 
 async def run(
@@ -324,11 +351,15 @@ def final_line(result: RunResult) -> str:
     valid, total, p50 = hippocampus_times(result)
     passed = sum(1 for p in result.probes if p.passed)
     stale = sum(1 for p in result.probes if p.stale is not None)
+    entities = result.entities
+    wrong = "-" if entities is None else str(len(entities.of("wrong_entity")))
+    precision = "-" if entities is None else f"{entities.precision:.3f}"
     return (
         f"probe_recall={passed}/{len(result.probes)} stale={stale} memories={judged.memories} "
         f"junk={len(judged.junk)} duplicates={len(judged.duplicates)} "
         f"subject_errors={len(judged.subject_errors)} hippocampus_valid={valid}/{total} "
-        f"hippocampus_p50_s={p50:.2f}"
+        f"hippocampus_p50_s={p50:.2f} wrong_entity={wrong} fragments={len(result.fragments)} "
+        f"precision={precision}"
     )
 
 
@@ -410,6 +441,14 @@ def render(result: RunResult) -> str:
             for f in findings:
                 other = f" (of {f.other_id[:8]})" if f.other_id else ""
                 lines.append(f"- {f.memory_id[:8]} {_short(f.content)!r}: {f.reason}{other}")
+    entities = result.entities
+    if entities is not None:
+        for verdict in ("wrong_entity", "unsupported"):
+            found = entities.of(verdict)  # type: ignore[arg-type]
+            lines += ["", f"{verdict} ({len(found)}):"]
+            lines += [f"- {_short(text)!r}: {j.reason}" for text, j in found]
+    lines += ["", f"fragments ({len(result.fragments)}):"]
+    lines += [f"- {_short(text)!r}: {why}" for text, why in result.fragments]
     lines += ["", final_line(result)]
     return "\n".join(lines)
 

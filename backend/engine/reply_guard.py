@@ -54,6 +54,11 @@ ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
 # with Qwen2.5-Coder-1.5B in bench.reply_quality) and lets "That sounds hard, Tom." by.
 REPEAT_TOKENS = 5
+# A whole sentence said word for word in an earlier reply, from this many tokens, is left
+# out: four catches the formula a long chat falls into ("That's great to hear!" opening
+# reply after reply, 9% of a 67-turn evening's replies: bench.reply_quality's long
+# part) and keeps "Oh no!" or "Good night, Mei!".
+REPEAT_SENTENCE_TOKENS = 4
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 
@@ -396,7 +401,7 @@ class ReplyGuard:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
             return True
         said = tuple(words(sentence))
-        if len(said) >= REPEAT_TOKENS and said in self._earlier_sentences:
+        if len(said) >= REPEAT_SENTENCE_TOKENS and said in self._earlier_sentences:
             return True  # said before, word for word: the loop a small model falls into
         if self._recites_hint(said):
             return True

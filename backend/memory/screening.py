@@ -4,7 +4,9 @@ The hippocampus model proposes; this module decides, from evidence the model can
 invent (docs/memory-model.md, "The save gate", rule 0):
 
 1. **Content.** Greetings, thanks, filler and other content-free text are rejected
-   (``grounding.is_content_free``).
+   (``grounding.is_content_free``), and so are fragments that cannot be read on their own:
+   a pronoun that names no one ("She makes it every autumn.") or a phrase that states
+   nothing ("The user's happy place."; ``fragments.fragment_reason``).
 2. **Grounding and subject.** The subject comes from who said it, never from the model's
    label: a candidate supported by the user's statements (``grounding.grounding``: enough
    of its content, and every number and name; a question states nothing: "Can I run on
@@ -37,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from backend.memory.emotions import canonical_emotion
+from backend.memory.fragments import fragment_reason
 from backend.memory.grounding import (
     Grounding,
     grounding,
@@ -171,6 +174,9 @@ def screen_one(
     content = candidate.content.strip()
     if is_content_free(content):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
+    fragment = fragment_reason(content)
+    if fragment is not None:
+        return Screened(candidate, f"a fragment: {fragment}")
     by_user = grounding(content, evidence.user, questions=False)
     if by_user.ok(min_support):
         subject = "user"

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 
 from backend.llm.fake import FakeChatModel
-from bench import memory_formation
+from bench import entity_judge, memory_formation
 
 REPO = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(
     r"^probe_recall=(?P<passed>\d+)/(?P<probes>\d+) stale=(?P<stale>\d+) "
     r"memories=(?P<memories>\d+) junk=(?P<junk>\d+) duplicates=(?P<duplicates>\d+) "
     r"subject_errors=(?P<subject_errors>\d+) hippocampus_valid=(?P<valid>\d+)/(?P<runs>\d+) "
-    r"hippocampus_p50_s=(?P<p50>\d+\.\d\d)$"
+    r"hippocampus_p50_s=(?P<p50>\d+\.\d\d) wrong_entity=(?P<wrong_entity>-|\d+) "
+    r"fragments=(?P<fragments>\d+) precision=(?P<precision>-|\d\.\d{3})$"
 )
 
 SCRIPT = [
@@ -132,6 +133,7 @@ def test_a_replay_with_a_scripted_hippocampus(
     assert {k: v for k, v in numbers.items() if k != "p50"} == {
         "passed": "2", "probes": "2", "stale": "0", "memories": "3", "junk": "0",
         "duplicates": "0", "subject_errors": "0", "valid": "5", "runs": "6",
+        "wrong_entity": "-", "fragments": "0", "precision": "-",  # no gold for this script
     }  # fmt: skip
     float(numbers["p50"])
     assert hippocampus.pending == 0  # one hippocampus run per user turn
@@ -234,6 +236,63 @@ def test_the_perfect_hippocampus_reads_the_oracle(
     assert "hippocampus oracle-hippocampus" in out
 
 
+def test_who_each_memory_is_about_is_judged_against_the_gold(
+    script: Path,
+    config: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gold = {
+        "script": "tiny",
+        "entities": [
+            {"id": "me", "kind": "user", "relation": "the user"},
+            {"id": "Biscuit", "kind": "pet", "relation": "the user's dog",
+             "aliases": ["Biscuit", "dog", "beagle"]},
+        ],
+        "facts": [
+            {"session": 0, "turn": 1, "user_starts": "My dog", "about": ["Biscuit"],
+             "fact": "Biscuit is a three-year-old beagle.", "cues": [["three-year-old"]]},
+            {"session": 0, "turn": 2, "user_starts": "I live", "about": ["me"],
+             "fact": "The user lives in Lisbon.", "cues": [["lisbon"]]},
+            {"session": 0, "turn": 2, "user_starts": "I live", "about": ["me"],
+             "fact": "The user is a nurse.", "cues": [["nurse"]]},
+            {"session": 1, "turn": 0, "user_starts": "Big news", "about": ["me"],
+             "fact": "The user moved to Porto.", "cues": [["porto"]]},
+        ],
+    }  # fmt: skip
+    gold_dir = tmp_path / "gold"
+    gold_dir.mkdir()
+    (gold_dir / "tiny.json").write_text(json.dumps(gold), encoding="utf-8")
+    monkeypatch.setattr("bench.entity_judge.GOLD_DIR", gold_dir)
+    pug = fact("The user is a three-year-old beagle.")  # the dog's fact, filed as the user's
+    dangling = fact("He loves long walks by the tram line.")
+    answers = [
+        {"long_term": []},
+        {"long_term": [pug, dangling]},
+        {"long_term": [LISBON, NURSE]},
+        {"long_term": [PORTO]},
+        {"long_term": []},
+        {"long_term": []},
+    ]
+    code = memory_formation.main(
+        ["--script", str(script), "--config", str(config), "--quiet"],
+        hippocampus_factory=lambda _script: scripted_hippocampus(answers),
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    numbers = last_line(out)
+    stored = int(numbers["memories"])
+    assert pug["content"] in out.split("\nwrong_entity (1):\n", 1)[1]
+    assert numbers["wrong_entity"] == "1"
+    # The save gate refuses the fragment (so the judge has none to count).
+    gate = out.split("Gate decisions", 1)[1].split("\n\n", 1)[0]
+    assert dangling["content"] in gate and "a fragment" in gate
+    assert numbers["fragments"] == "0"
+    correct = stored - int(numbers["wrong_entity"]) - int(numbers["fragments"])
+    assert float(numbers["precision"]) == pytest.approx(correct / stored, abs=1e-3)
+
+
 def test_bad_input_exits_2(
     script: Path, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -273,6 +332,21 @@ def test_the_shipped_conversations_and_oracles_match() -> None:
         assert len(script.sessions) == 5 and sum(1 for t in script.turns if t.probe) == 7
         assert facts and all(key[0] < 4 for key in facts)  # nothing learnt from the probes
         assert (REPO / "personas" / f"{persona}.json").is_file()
+
+
+def test_the_oracles_ideal_facts_are_all_correct_by_the_gold() -> None:
+    """The gold and the judge agree with the hand-written ideal facts: every one of them
+    states a fact the user said by then, about the one it names."""
+    data = REPO / "bench" / "data"
+    for stem in memory_formation.DEFAULT_PERSONAS:
+        script = memory_formation.load_script(data / "eval" / "conversations" / f"{stem}.json")
+        gold = entity_judge.load_gold(entity_judge.gold_path(script), script)
+        facts = memory_formation.load_oracle(memory_formation.oracle_path(script), script)
+        numbers = {(t.session, t.index): t.number for t in script.turns}
+        for (session, turn), items in facts.items():
+            for item in items:
+                judged = entity_judge.judge_memory(item["content"], gold, numbers[(session, turn)])
+                assert judged.verdict == "correct", (stem, item["content"], judged.reason)
 
 
 class EchoingCompactHippocampus(FakeChatModel):

@@ -284,6 +284,19 @@ def test_a_sentence_said_before_word_for_word_is_left_out() -> None:
     assert run(ReplyGuard("hm", earlier, check_opening=False), again)[0] == again
 
 
+def test_an_opening_formula_said_before_is_left_out_and_short_replies_stay() -> None:
+    # The long part of bench.reply_quality: "That's great to hear!" opened reply after
+    # reply; what follows it is new.
+    earlier = ["That's great to hear! Maybe you can try making dumplings yourself.", "Oh no!"]
+    reply = "That's great to hear! Your grandma sounds very healthy and active."
+    shown, rejected = run(ReplyGuard("她身体还挺好的", earlier), reply)
+    assert rejected is None and shown.strip() == "Your grandma sounds very healthy and active."
+    # Three tokens said again are no formula: shown.
+    assert run(ReplyGuard("my tea fell over", earlier), "Oh no! Is it ok?")[0] == (
+        "Oh no! Is it ok?"
+    )
+
+
 def test_let_me_know_if_you_have_questions_is_left_out() -> None:
     reply = "Goodnight! Let me know if you have any other questions or concerns."
     assert run(ReplyGuard("night night", check_opening=False), reply)[0] == "Goodnight!"

@@ -1,0 +1,95 @@
+"""A candidate that cannot be read on its own is no memory (the save gate's rule 0).
+
+Small hippocampus models write pieces of sentences: "The user's happy place." (a phrase
+with nothing said of it), or "She makes it every autumn." (a pronoun, left behind by the
+message it came from, that names no one once the message is gone). Stored, such a note
+is read months later beside unrelated ones and tells the companion nothing, or something
+wrong about whoever it guesses "she" is (issue: memories about the right one).
+
+``fragment_reason`` finds both:
+
+- **a dangling pronoun**: the candidate opens with a third-person pronoun ("he", "she",
+  "they", their possessives and contractions, "its"; 他/她/它; not "it", which mostly
+  names nothing on purpose: "It's normal to feel scared of thunder.") and names no one: no
+  capitalised name after its first word, and not "the user";
+- **no statement**: no verb (an auxiliary, a common verb or irregular past form, or a
+  word ending in "-ed", or in "-s" after the first word, that is not a possessive) and
+  nothing specific (no number, no name), so nothing is said about anything: "The user's
+  happy place.", "Tudou's wheel.". A short fact with a value stays: "The user's
+  birthday: 12 March.".
+
+Chinese candidates are checked for the pronoun only. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_PRONOUNS = frozenset(
+    (
+        "he", "she", "they", "his", "her", "their", "its", "him", "them", "he's", "she's",
+        "they're", "they've", "they'll", "he'll", "she'll", "he'd", "she'd", "they'd",
+    )
+)  # fmt: skip
+_CJK_PRONOUNS = ("他们", "她们", "它们", "他", "她", "它")
+_VERBS = frozenset(
+    (
+        "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had",
+        "will", "would", "can", "could", "should", "shall", "may", "might", "must", "do",
+        "does", "did", "isn't", "aren't", "wasn't", "weren't", "doesn't", "didn't",
+        "won't", "can't", "got", "get", "went", "go", "made", "make", "took", "take", "ran",
+        "run", "feel", "felt", "keep", "kept", "said", "say", "think", "thought", "know",
+        "knew", "love", "like", "hate", "live", "work", "want", "need", "plan", "prefer",
+        "enjoy",
+        # irregular past forms: no "-ed" to find them by
+        "ate", "became", "began", "bought", "broke", "brought", "came", "caught", "chose",
+        "drank", "drove", "fell", "flew", "forgot", "found", "gave", "grew", "heard", "held",
+        "hurt", "left", "lost", "met", "paid", "put", "quit", "read", "rode", "sang", "sat",
+        "saw", "sent", "set", "slept", "sold", "spent", "spoke", "stood", "swam", "taught",
+        "told", "tore", "understood", "woke", "won", "wore", "wrote",
+    )
+)  # fmt: skip
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_CAPITALISED = re.compile(r"(?<![\w'])([A-Z][\w'-]+)")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_DIGIT = re.compile(r"\d")
+_USER = re.compile(r"\buser\b")
+
+
+def _flat(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("’", "'")
+
+
+def _names(text: str) -> list[str]:
+    """Capitalised words after the first word (a sentence's first word is no evidence)."""
+    return [m.group(1) for m in _CAPITALISED.finditer(text) if m.start() > 0]
+
+
+def _has_verb(words: list[str]) -> bool:
+    for n, word in enumerate(words):
+        if word in _VERBS:
+            return True
+        if word.endswith("'s") or len(word) < 4:
+            continue
+        if word.endswith("ed") or (n > 0 and word.endswith("s") and not word.endswith("ss")):
+            return True
+    return False
+
+
+def fragment_reason(content: str) -> str | None:
+    """Why ``content`` cannot be read on its own (module docstring), or None."""
+    text = _flat(content).strip()
+    lower = text.lower()
+    words = _WORD.findall(lower)
+    names_someone = bool(_names(text)) or bool(_USER.search(lower)) or "用户" in text
+    opener = (words[:1] and words[0] in _PRONOUNS and lower.startswith(words[0])) or (
+        text.startswith(_CJK_PRONOUNS)
+    )
+    if opener and not names_someone:
+        return "a pronoun that names no one (who is meant is lost with the message)"
+    if _CJK.search(text):
+        return None
+    if not _has_verb(words) and not _DIGIT.search(text) and not _names(text):
+        return "no statement: nothing is said of it"
+    return None

@@ -1,0 +1,61 @@
+"""The save gate rejects fragments: a pronoun that names no one, a phrase that says nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.memory.fragments import fragment_reason
+from backend.memory.screening import Evidence, screen_one
+from backend.memory.types import Candidate
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "She makes it every autumn.",  # the grandmother's, once the message is gone
+        "He's moving here next month.",
+        "They've been together nine years.",
+        "Her favourite is the red one.",
+        "她每年秋天都包饺子。",
+        "The user's happy place.",
+        "Tudou's wheel.",
+    ],
+)
+def test_fragments(text: str) -> None:
+    assert fragment_reason(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Her sister Anjali lives in Toronto.",  # a pronoun, and then a name
+        "She is the user's grandmother.",
+        "The user's grandmother makes dumplings every autumn.",
+        "The user's birthday: 12 March.",  # no verb, but a value
+        "The user's dog Pixel, a grumpy old pug.",
+        "The user loves dumplings.",
+        "The user is allergic to peanuts.",
+        "Pixel hates the vacuum cleaner.",
+        "It's the user's first triathlon in September.",
+        "用户的奶奶每年秋天都包饺子。",
+        "The user grew up by the sea.",  # an irregular past: no "-ed" to see
+        "The user will be a bridesmaid (伴娘) at her sister's wedding.",
+    ],
+)
+def test_statements(text: str) -> None:
+    assert fragment_reason(text) is None
+
+
+def test_the_gate_rejects_a_fragment_with_its_reason() -> None:
+    evidence = Evidence(user=("my grandma makes dumplings every autumn, she makes hundreds",))
+    candidate = Candidate(
+        content="She makes hundreds every autumn.", category="relationship",
+        importance=0.8, confidence=0.9,
+    )  # fmt: skip
+    screened = screen_one(candidate, evidence)
+    assert screened.rejected is not None and "names no one" in screened.rejected
+    named = Candidate(
+        content="The user's grandma makes dumplings every autumn.", category="relationship",
+        importance=0.8, confidence=0.9,
+    )  # fmt: skip
+    assert screen_one(named, evidence).rejected is None
