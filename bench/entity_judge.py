@@ -9,10 +9,10 @@ say what it states, independent of whom: "two years", for "Tudou is two years ol
 Every current memory gets one verdict (``judge_memory``), checked in this order:
 
 - **fragment**: the memory states nothing a reader could use on its own:
-  - it has no verb (``_verbs``: an auxiliary such as "is", "has", "will", a common verb
-    or irregular past form ("grew", "swam"), or a word ending in "-s" or "-ed" that is not
-    a name, a known noun or adverb, or a possessive), unless it is mostly Chinese:
-    "The user's happy place.";
+  - it is a short phrase (``PHRASE_WORDS``) with no verb (``_verbs``: an auxiliary such as
+    "is", "has", "will", a common verb or irregular past form ("grew", "swam"), or a word
+    ending in "-s" or "-ed" that is not a name, a known noun or adverb, or a possessive),
+    unless it is mostly Chinese: "The user's happy place.";
   - or it opens with a pronoun ("he", "she", "they", "it", their possessives, 他/她/它)
     and names no one (no entity alias, no "the user", none of the user's names): "She
     makes it every autumn.", "He's moving here next month.".
@@ -56,6 +56,9 @@ from bench.formation_script import Script, UsageError
 
 GOLD_DIR = Path(__file__).resolve().parent / "data" / "formation_gold"
 USER = "user"
+# A memory of at most this many words with no verb is a phrase, not a statement; a longer
+# one has a verb the word lists do not know ("The user always mix he and she.").
+PHRASE_WORDS = 6
 Verdict = Literal["correct", "wrong_entity", "fragment", "unsupported"]
 
 _AUX = {
@@ -67,6 +70,11 @@ _AUX = {
     "got", "get", "gets", "went", "goes", "took", "made", "feels", "felt", "keeps",
     "kept", "runs", "ran", "signed", "started", "moved", "moving", "getting", "going",
     "prefers", "enjoys", "thinks", "says", "said", "calls", "called", "knows",
+    # base forms, after "to", "will", a plural subject or "people … call"
+    "call", "live", "work", "love", "like", "hate", "want", "need", "make", "take", "go",
+    "run", "feel", "keep", "say", "think", "know", "prefer", "enjoy", "plan", "try",
+    "use", "play", "eat", "drink", "swim", "cook", "study", "teach", "learn", "write",
+    "meet", "visit", "miss", "hope", "wish", "worry", "train", "walk", "sleep", "finish",
     # irregular past forms (no "-ed" to find them by)
     "ate", "became", "began", "bought", "broke", "brought", "came", "caught", "chose",
     "drank", "drove", "fell", "flew", "forgot", "found", "gave", "grew", "heard", "held",
@@ -307,8 +315,8 @@ def fragment_reason(text: str, gold: Gold | None = None) -> str | None:
     # is tested as English).
     if len(_CJK.findall(flat)) > len(_WORD.findall(flat)):
         return None if len(_CJK.findall(flat)) > 3 else "no statement"
-    if not _verbs(flat, named):
-        return "no statement (no verb)"
+    if len(_WORD.findall(flat)) <= PHRASE_WORDS and not _verbs(flat, named):
+        return "no statement (a short phrase with no verb)"
     return None
 
 

@@ -12,11 +12,11 @@ wrong about whoever it guesses "she" is (issue: memories about the right one).
   "they", their possessives and contractions, "its"; 他/她/它; not "it", which mostly
   names nothing on purpose: "It's normal to feel scared of thunder.") and names no one: no
   capitalised name after its first word, and not "the user";
-- **no statement**: no verb (an auxiliary, a common verb or irregular past form, or a
-  word ending in "-ed", or in "-s" after the first word, that is not a possessive) and
-  nothing specific (no number, no name), so nothing is said about anything: "The user's
-  happy place.", "Tudou's wheel.". A short fact with a value stays: "The user's
-  birthday: 12 March.".
+- **no statement**: a short phrase (``PHRASE_WORDS``) with no verb (an auxiliary, a
+  common verb or irregular past form, or a word ending in "-ed", or in "-s" after the
+  first word, that is not a possessive) and nothing specific (no number, no name), so
+  nothing is said about anything: "The user's happy place.", "Tudou's wheel.". A short
+  fact with a value stays: "The user's birthday: 12 March.".
 
 Chinese candidates are checked for the pronoun only. Pure; no I/O.
 """
@@ -50,6 +50,8 @@ _VERBS = frozenset(
         "told", "tore", "understood", "woke", "won", "wore", "wrote",
     )
 )  # fmt: skip
+# Longer than this, a candidate with no verb the lists know has one they do not.
+PHRASE_WORDS = 6
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CAPITALISED = re.compile(r"(?<![\w'])([A-Z][\w'-]+)")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -90,6 +92,8 @@ def fragment_reason(content: str) -> str | None:
         return "a pronoun that names no one (who is meant is lost with the message)"
     if _CJK.search(text):
         return None
-    if not _has_verb(words) and not _DIGIT.search(text) and not _names(text):
+    if len(words) > PHRASE_WORDS or _DIGIT.search(text) or _names(text):
+        return None
+    if not _has_verb(words):
         return "no statement: nothing is said of it"
     return None

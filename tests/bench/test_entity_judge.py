@@ -75,7 +75,9 @@ GOLD = Gold(
         ("She makes it every autumn.", "fragment"),
         ("He's moving here next month.", "fragment"),
         ("The user's happy place.", "fragment"),
-        # Irregular past forms and a Chinese gloss are statements too.
+        # Irregular past forms, base forms and a Chinese gloss are statements too.
+        ("Most people call the user Priya.", "unsupported"),
+        ("The user always mix the vacuum up with the hoover.", "wrong_entity"),
         ("The user's grandma made dumplings every autumn.", "correct"),
         ("The user's grandma (奶奶) makes dumplings every autumn.", "correct"),
         # Never said.
