@@ -16,8 +16,10 @@ Definitions:
 - **refusal**: the reply declines to do what was asked ("I'm sorry, but I can't assist
   with that.", "I cannot help with that", "我无法提供…"): an apology or "I" followed
   within a few words by can't/cannot/unable/won't and a verb of helping (assist, help,
-  provide, fulfil, comply, do that, answer, write). "I'm sorry to hear that" and "I can't
-  believe it" are not refusals.
+  provide, fulfil, comply, do that, answer, write), in the reply's first
+  ``REFUSAL_SENTENCES`` sentences (a refusal comes first: a poem whose cat hears "I'm
+  sorry, I can't let you do that" ten lines down is no refusal). "I'm sorry to hear that"
+  and "I can't believe it" are not refusals.
 - **echo**: the reply restates the user's message instead of answering it. The reply's
   opening sentence copies a run of at least ``ECHO_RUN`` tokens of the message (all of
   it when the message is shorter), or at least 70% of the message's tokens, AND the
@@ -68,6 +70,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+REFUSAL_SENTENCES = 2  # a refusal is said in the first sentences of the reply
 ECHO_RUN = 6  # tokens copied from the message in a row
 ECHO_NEW = 5  # content tokens of its own a reply needs not to be an echo
 LEAK_RUN = 6  # tokens copied from the prompt in a row
@@ -197,7 +200,8 @@ def _normal(text: str) -> str:
 
 
 def is_refusal(reply: str) -> bool:
-    return bool(_REFUSAL.search(_normal(reply)))
+    first = " ".join(sentences(reply)[:REFUSAL_SENTENCES])
+    return bool(_REFUSAL.search(_normal(first)))
 
 
 def is_echo(reply: str, message: str) -> bool:
