@@ -14,8 +14,10 @@ invent (docs/memory-model.md, "The save gate", rule 0):
    the model said; one the model files under ``persona`` and that is supported by the
    persona's card or its own replies is about the persona; anything else is rejected
    with its support figures — an assistant reply filed as a user fact, a prompt's
-   example sentence, an invented title. A user fact left in the user's own first-person
-   words is put in the third person (``backend.memory.wording``).
+   example sentence, an invented title. A candidate that makes the user the subject of
+   what the user said of someone else ("The user is a little golden guy", of the
+   hamster) is rejected too (``whose_fact.someone_else``). A user fact left in the
+   user's own first-person words is put in the third person (``backend.memory.wording``).
 3. **Closed vocabularies.** The category is the model's when it is specific; a vague
    ``personal_fact``/``general`` (small models file everything there) yields to a clear
    lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
@@ -47,6 +49,7 @@ from backend.memory.grounding import (
     specifics,
 )
 from backend.memory.types import Candidate, Emotion, clamp01
+from backend.memory.whose_fact import someone_else
 from backend.memory.wording import third_person
 
 # Share of a candidate's content tokens the sources must hold (see grounding.py).
@@ -190,6 +193,9 @@ def screen_one(
             return Screened(candidate, f"not grounded in what the user said ({_describe(by_user)})")
     if subject == "user":  # the user's words, as a fact about them (``wording``)
         content = third_person(content)
+        other = someone_else(content, evidence.user)
+        if other is not None:
+            return Screened(candidate, f"about someone else: the user said it of {other!r}")
     category = infer_category(content, candidate.category)
     return Screened(
         replace(

@@ -255,8 +255,10 @@ def test_who_each_memory_is_about_is_judged_against_the_gold(
              "fact": "Biscuit is a three-year-old beagle.", "cues": [["three-year-old"]]},
             {"session": 0, "turn": 2, "user_starts": "I live", "about": ["me"],
              "fact": "The user lives in Lisbon.", "cues": [["lisbon"]]},
-            {"session": 0, "turn": 2, "user_starts": "I live", "about": ["me"],
-             "fact": "The user is a nurse.", "cues": [["nurse"]]},
+            # Labelled for this test as the dog's, so that the judge has a wrong entity
+            # to find that the gate lets through.
+            {"session": 0, "turn": 2, "user_starts": "I live", "about": ["Biscuit"],
+             "fact": "Biscuit is a nurse.", "cues": [["nurse"]]},
             {"session": 1, "turn": 0, "user_starts": "Big news", "about": ["me"],
              "fact": "The user moved to Porto.", "cues": [["porto"]]},
         ],
@@ -283,10 +285,12 @@ def test_who_each_memory_is_about_is_judged_against_the_gold(
     assert code == 0, err
     numbers = last_line(out)
     stored = int(numbers["memories"])
-    assert pug["content"] in out.split("\nwrong_entity (1):\n", 1)[1]
-    assert numbers["wrong_entity"] == "1"
-    # The save gate refuses the fragment (so the judge has none to count).
+    assert numbers["wrong_entity"] == "1", out
+    assert NURSE["content"] in out.split("\nwrong_entity (1):\n", 1)[1]
+    # The save gate refuses the dog's age as the user's, and the fragment (so the judge
+    # has no fragment to count).
     gate = out.split("Gate decisions", 1)[1].split("\n\n", 1)[0]
+    assert pug["content"] in gate and "someone else" in gate
     assert dangling["content"] in gate and "a fragment" in gate
     assert numbers["fragments"] == "0"
     correct = stored - int(numbers["wrong_entity"]) - int(numbers["fragments"])

@@ -1,0 +1,156 @@
+"""A fact the user told about someone else, turned by the model into one about the user.
+
+The save gate's grounding checks that the user said a candidate's words; it cannot see
+whom they said them of. Small hippocampus models swap the subject: "he's a little golden
+guy, two years old" (the hamster) became "The user is a little golden guy, two years
+old."; "my sister Anjali is expecting her first baby in March" became "The user is
+expecting her first baby in March."; "she hates the vacuum cleaner" (the dog) became "The
+user hates the vacuum cleaner." (bench.memory_formation's entity judge). Such a memory is
+worse than none: the companion then tells the user they are a pug.
+
+``someone_else`` finds them from the user's own words:
+
+1. only a candidate with the user as its subject ("The user is/has/hates …", not "The
+   user's sister …") that names no one else (no relation noun such as "sister" or
+   "hamster", no capitalised name but months and days) is checked;
+2. each user message is cut into spans that share a subject: sentences, then clauses
+   (at commas, "but", "and", "so", "because"); a clause with a subject of its own starts a
+   new span, one without ("two years old") continues the one before. A span's subject is
+   its first word after fillers ("oh", "also", "lol"…): I/we → the user; he/she/they
+   or "my" + a relation noun ("my older sister") → someone else; anything else, or a
+   span that also says "I", "me" or "my" → unknown;
+3. the span that best supports the candidate's predicate (``grounding.support``, at least
+   ``MIN_MATCH``; on a tie, the user's) decides: someone else's → the candidate is
+   rejected, with that subject as the reason.
+
+English only (a Chinese candidate is never rejected here). Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from backend.memory.grounding import support
+
+# The share of the predicate's content words one span must hold to be its source.
+MIN_MATCH = 0.6
+
+RELATIONS = frozenset(
+    (
+        "sister", "brother", "sibling", "mum", "mom", "mother", "dad", "father", "parent",
+        "parents", "grandma", "grandmother", "grandpa", "grandfather", "nan", "nana",
+        "granny", "aunt", "auntie", "uncle", "cousin", "niece", "nephew", "son", "daughter",
+        "kid", "kids", "child", "children", "baby", "husband", "wife", "partner",
+        "boyfriend", "girlfriend", "fiance", "fiancé", "fiancee", "fiancée", "ex", "friend",
+        "flatmate", "roommate", "housemate", "neighbour", "neighbor", "boss", "manager",
+        "colleague", "coworker", "co-worker", "teammate", "client", "lead", "teacher",
+        "tutor", "coach", "physio", "doctor", "therapist", "dog", "cat", "puppy", "kitten",
+        "hamster", "rabbit", "bunny", "parrot", "bird", "fish", "pet", "pug", "horse",
+    )
+)  # fmt: skip
+# Relation nouns that name someone in a predicate ("The user has a sister…"); not the
+# ones a swapped fact brings along ("The user is expecting her first baby").
+_NAMING = RELATIONS - {"baby", "kid", "kids", "child", "children"}
+_OTHERS = frozenset(
+    ("he", "she", "they", "he's", "she's", "they're", "they've", "he'd", "she'd", "they'd",
+     "he'll", "she'll", "they'll")
+)  # fmt: skip
+_SELF = frozenset(("i", "i'm", "im", "i've", "i'd", "i'll", "we", "we're", "we've", "we'll"))
+_FIRST_PERSON = frozenset(("i", "i'm", "im", "i've", "i'd", "i'll", "me", "my", "mine"))
+_FILLERS = frozenset(
+    ("oh", "ah", "and", "also", "lol", "haha", "yes", "yeah", "yep", "so", "well", "btw",
+     "but", "ok", "okay", "anyway", "plus", "then", "actually", "honestly", "um", "hmm",
+     "omg", "wow", "because", "cause", "cuz", "though")
+)  # fmt: skip
+_USER_SUBJECT = re.compile(r"^\s*the user\s+(?P<predicate>.+)$", re.IGNORECASE | re.DOTALL)
+_SENTENCE = re.compile(r"[.!?;\n]+")
+_CLAUSE = re.compile(r",\s*|\s+(?:but|and|so|because|cause|though)\s+", re.IGNORECASE)
+_WORD = re.compile(r"[a-zà-ÿ]+(?:'[a-z]+)?")
+_NAME = re.compile(r"(?<![\w'])[A-Z][a-z]+")
+# Capitalised, but no one: months, days, and the like.
+_NOT_NAMES = frozenset(
+    (
+        "January", "February", "March", "April", "May", "June", "July", "August",
+        "September", "October", "November", "December", "Monday", "Tuesday", "Wednesday",
+        "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Easter", "English",
+        "Chinese",
+    )
+)  # fmt: skip
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+def _subject(clause: str) -> str | None:
+    """ "user", someone else's subject words, or None (no subject of its own)."""
+    words = _words(clause)
+    while words and words[0] in _FILLERS:
+        words = words[1:]
+    if not words:
+        return None
+    first = words[0]
+    if first in _SELF:
+        return "user"
+    if first in _OTHERS:
+        return first
+    relation = next((w for w in words[1:3] if w in RELATIONS), None) if first == "my" else None
+    return None if relation is None else f"my {relation}"
+
+
+def _spans(message: str) -> list[tuple[str | None, str]]:
+    """(subject, text) of each span of ``message`` (module docstring, step 2)."""
+    spans: list[tuple[str | None, str]] = []
+    for sentence in _SENTENCE.split(message):
+        current: tuple[str | None, str] | None = None
+        for clause in _CLAUSE.split(sentence):
+            if not clause.strip():
+                continue
+            own = _subject(clause)
+            if current is None or own is not None:
+                if current is not None:
+                    spans.append(current)
+                current = (own, clause)
+            else:
+                current = (current[0], f"{current[1]}, {clause}")
+        if current is not None:
+            spans.append(current)
+    return [(_unless_mine(subject, text), text) for subject, text in spans]
+
+
+def _unless_mine(subject: str | None, text: str) -> str | None:
+    """A span whose subject is someone else but that also says I/me/my ("my sister and I
+    are…") is about the user too: unknown."""
+    if subject is None or subject == "user":
+        return subject
+    words = _words(text)
+    if subject.startswith("my "):
+        words.remove("my")  # the subject's own
+    return None if _FIRST_PERSON & set(words) else subject
+
+
+def _names_someone(predicate: str) -> bool:
+    names = {m.group() for m in _NAME.finditer(predicate)} - _NOT_NAMES
+    return bool(_NAMING & set(_words(predicate))) or bool(names)
+
+
+def someone_else(content: str, messages: Sequence[str]) -> str | None:
+    """Whom the user said ``content``'s predicate of, when not themselves (module
+    docstring); None when it is theirs, or when that cannot be told."""
+    match = _USER_SUBJECT.match(content)
+    if match is None or _CJK.search(content):
+        return None
+    predicate = match.group("predicate")
+    if _names_someone(predicate):
+        return None
+    best, whose = 0.0, None
+    for message in messages:
+        for subject, text in _spans(message):
+            score = support(predicate, [text])
+            if score > best or (score == best and subject == "user"):
+                best, whose = score, subject
+    if best < MIN_MATCH or whose in (None, "user"):
+        return None
+    return whose

@@ -1,0 +1,72 @@
+"""The gate rejects a fact the user told of someone else, filed as the user's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.memory.screening import Evidence, screen_one
+from backend.memory.types import Candidate
+from backend.memory.whose_fact import someone_else
+
+PRIYA = [
+    "hey, I'm Priya. long day.",
+    "I'm a nurse on the night shift at St Mary's in Leeds, just got home",
+    "my flatmate Tom made curry but I can't eat it, I'm allergic to peanuts",
+    "my sister Anjali is expecting her first baby in March!",
+    "and then there's Pixel, our pug. she's a grumpy old lady, she hates the vacuum cleaner",
+    "hamsters are nocturnal so yes lol. he's a little golden guy, two years old",
+    "it's been a long week honestly",
+]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "whose"),
+    [
+        # The issue's and the bench's: someone else's fact with the user as its subject.
+        ("The user is expecting her first baby in March.", "my sister"),
+        ("The user is a grumpy old lady.", "she's"),
+        ("The user hates the vacuum cleaner.", "she"),
+        ("The user is a little golden guy, two years old.", "he's"),
+        ("The user made curry.", "my flatmate"),
+    ],
+)
+def test_someone_elses_fact_as_the_users(candidate: str, whose: str) -> None:
+    assert someone_else(candidate, PRIYA) == whose
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "The user is allergic to peanuts.",  # a clause of their own in the same message
+        "The user is a nurse on the night shift at St Mary's in Leeds.",
+        "The user had a long week.",  # "it's been…": no one else
+        "The user's sister Anjali is expecting her first baby in March.",  # not the subject
+        "The user has a sister who is expecting a baby in March.",  # names the sister
+        "The user's dog Pixel hates the vacuum cleaner.",
+        "Pixel hates the vacuum cleaner.",
+        "The user can't eat curry.",
+        "The user plays the violin.",  # said nowhere: grounding's business, not this one's
+        "用户对花生过敏。",
+    ],
+)
+def test_the_users_own_facts_pass(candidate: str) -> None:
+    assert someone_else(candidate, PRIYA) is None
+
+
+def test_a_span_that_also_says_i_is_not_someone_elses() -> None:
+    said = ["my sister and I are going to Paris in May"]
+    assert someone_else("The user is going to Paris in May.", said) is None
+
+
+def test_the_gate_rejects_it_with_the_reason() -> None:
+    evidence = Evidence(user=tuple(PRIYA))
+    pug = Candidate(
+        content="The user is a grumpy old lady.", category="personal_fact",
+        importance=0.7, confidence=0.9,
+    )  # fmt: skip
+    screened = screen_one(pug, evidence)
+    assert screened.rejected is not None and "someone else" in screened.rejected
+    own = Candidate(
+        content="I'm allergic to peanuts.", category="health", importance=0.9, confidence=0.9
+    )
+    assert screen_one(own, evidence).rejected is None
