@@ -7,7 +7,8 @@ block (the preamble, the background, up to eight notes): on a 2-core CPU that ma
 time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks.md,
 "Chat latency"). Instead, the block a turn was shown stays in the history right before
 that turn's user message, and the new turn gets a block with the best recalled notes
-(``ALWAYS_SHOWN``) when the message is about them (``pertinent``), and otherwise only what
+(``ALWAYS_SHOWN``) when the message is about them (``pertinent``) and they were not shown
+with one of the last few messages (``RECENT_TURNS``), and otherwise only what
 the history does not show yet: notes not shown in the window, and the background if it
 changed since short-term was last trimmed; and no note formed from a message the window
 still shows verbatim (it is right there). The new prompt is then the previous one plus
@@ -61,6 +62,10 @@ MAX_MERGED = 64
 # question, not one five messages up (the persona demos: 6/9 probes with three, 4/9 with
 # one; each costs ~25 prompt tokens a turn, plus the block's preamble).
 ALWAYS_SHOWN = 3
+# ... unless it was shown with one of the last this many messages: a conversation that
+# stays on one topic would otherwise read the same block before every message (the
+# prompt then grows by a block a turn: bench.hippocampus_outage).
+RECENT_TURNS = 2
 # How much the message itself must speak for a note (``relevance_evidence``: the trusted
 # cosine and the lexical match, in [0, 1]) for it to be shown again next to it. Alone, a
 # MiniLM cosine of ~0.4 ("when is my sister's wedding?" and "The user's sister Mei is
@@ -178,15 +183,19 @@ class ShownNotes:
         visible = frozenset().union(*(s.memory_ids for s in earlier))
         read = visible.union(*(s.memory_ids for s in retired))
 
-        def about(m: Memory) -> bool:
-            return pertinent is None or m.id in pertinent
+        # Shown with one of the last few messages: still next to this one.
+        recent = earlier[len(earlier) - RECENT_TURNS :] if RECENT_TURNS > 0 else []
+        lately = frozenset().union(*(s.memory_ids for s in recent))
+
+        def again(i: int, m: Memory) -> bool:
+            if pertinent is not None and m.id not in pertinent:
+                return False
+            return m.id not in visible or (i < ALWAYS_SHOWN and m.id not in lately)
 
         new = [
             m
             for i, m in enumerate(recalled)
-            if is_health_note(m)
-            or m.id not in read
-            or (about(m) and (m.id not in visible or i < ALWAYS_SHOWN))
+            if is_health_note(m) or m.id not in read or again(i, m)
         ]
         start = view.short_term[0].text if view.short_term else ""
         background = view.background if _background_news(view, earlier) else ""

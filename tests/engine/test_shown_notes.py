@@ -71,7 +71,13 @@ def test_the_best_notes_are_shown_next_to_the_message_again(
     shown = ShownNotes()
     notes = [note(f"m{i}", f"Fact {i}.") for i in range(5)]
     shown.record("s", shown.plan("s", window(), notes, "hi"))
-    again = shown.plan("s", window("hi"), [notes[4], notes[3], notes[0], notes[1]], "so?")
+    said = ["hi"]
+    for text in ("so?", "and?"):  # shown with one of the last two messages: not again
+        plan = shown.plan("s", window(*said), [notes[4], notes[3], notes[0]], text)
+        assert plan.memories == []
+        shown.record("s", plan)
+        said.append(text)
+    again = shown.plan("s", window(*said), [notes[4], notes[3], notes[0], notes[1]], "well?")
     assert again.memories == [notes[4], notes[3], notes[0]]  # the top three; not notes[1]
 
 
@@ -85,8 +91,13 @@ def test_the_best_notes_are_shown_again_only_next_to_a_message_about_them(
     # whole previous prompt: only the reply and the message are read).
     chat = shown.plan("s", window("hi"), [MEI, TAMA], "long day at work", pertinent=set())
     assert chat.memories == [] and chat.shown.block == ""
+    shown.record("s", chat)
+    again = shown.plan("s", window("hi", "long day at work"), [MEI], "so", pertinent={"m1"})
+    assert again.memories == []  # shown with one of the last two messages: still close
+    shown.record("s", again)
     # A question about Mei: her note again, right before it; the cat's stays up there.
-    asked = shown.plan("s", window("hi"), [MEI, TAMA], "where does Mei live?", pertinent={"m1"})
+    window_now = window("hi", "long day at work", "so")
+    asked = shown.plan("s", window_now, [MEI, TAMA], "where does Mei live?", pertinent={"m1"})
     assert asked.memories == [MEI]
 
 
@@ -191,7 +202,10 @@ def verbatim(*messages: Message) -> SessionMemoryState:
 BENTO = note("m3", "The user packs a bento for work.")
 
 
-def test_a_trimmed_window_still_leaves_out_the_notes_of_its_messages() -> None:
+def test_a_trimmed_window_still_leaves_out_the_notes_of_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.RECENT_TURNS", 0)  # repeats aside
     # Each turn is merged (and its notes written) before the next message comes.
     hi, ok, mei, sure, cat, nice = said("hi", "hello", "Mei is in Osaka", "sure", "our cat", "aw")
     shown = ShownNotes()
@@ -288,8 +302,12 @@ async def test_each_prompt_starts_with_the_previous_prompt_and_reply(
     assert second[: len(first)] == first
     assert second[len(first)] == {"role": "assistant", "content": "reply 0"}
     assert third[: len(second)] == second
-    assert "Mei lives in Osaka" in first[-2]["content"]  # before turn 1, and as one of
-    assert "Mei lives in Osaka" in third[-2]["content"]  # the best, before each turn
+    assert "Mei lives in Osaka" in first[-2]["content"]  # before turn 1
+    # Shown with one of the last two messages, it is not repeated: no block at all, and
+    # the prompt still holds it where it was shown.
+    assert third[-2] == {"role": "assistant", "content": "reply 1"}
+    assert third[-1] == {"role": "user", "content": "Mei again"}
+    assert sum("Mei lives in Osaka" in str(m["content"]) for m in third) == 1
 
 
 @pytest.mark.anyio
