@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from backend.engine.reply_guard import HOLD_TOKENS, Rejection, ReplyGuard
+from backend.engine.reply_guard import HOLD_TOKENS, Rejection, ReplyGuard, words
 
 
 def pieces(text: str) -> list[str]:
@@ -295,6 +295,15 @@ def test_an_opening_formula_said_before_is_left_out_and_short_replies_stay() -> 
     assert run(ReplyGuard("my tea fell over", earlier), "Oh no! Is it ok?")[0] == (
         "Oh no! Is it ok?"
     )
+
+
+def test_the_users_plan_said_back_with_ill_is_left_out() -> None:
+    # bench.reply_quality's long part: the companion took the user's part.
+    message = "ok, I'll aim for eight and leave room for their questions"
+    reply = "Great plan! I'll aim for eight minutes and leave room for their questions."
+    assert run(ReplyGuard(message, check_opening=False), reply)[0].strip() == "Great plan!"
+    assert words("I'll go, I'd say, I've been") == ["1", "ll", "go", "1", "d", "say", "1",
+                                                     "ve", "been"]  # fmt: skip
 
 
 def test_let_me_know_if_you_have_questions_is_left_out() -> None:
