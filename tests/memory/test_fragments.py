@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from backend.memory.fragments import fragment_reason
-from backend.memory.screening import Evidence, screen_one
-from backend.memory.types import Candidate
+
+from .screened import rejection
 
 
 @pytest.mark.parametrize(
@@ -47,15 +47,8 @@ def test_statements(text: str) -> None:
 
 
 def test_the_gate_rejects_a_fragment_with_its_reason() -> None:
-    evidence = Evidence(user=("my grandma makes dumplings every autumn, she makes hundreds",))
-    candidate = Candidate(
-        content="She makes hundreds every autumn.", category="relationship",
-        importance=0.8, confidence=0.9,
-    )  # fmt: skip
-    screened = screen_one(candidate, evidence)
-    assert screened.rejected is not None and "names no one" in screened.rejected
-    named = Candidate(
-        content="The user's grandma makes dumplings every autumn.", category="relationship",
-        importance=0.8, confidence=0.9,
-    )  # fmt: skip
-    assert screen_one(named, evidence).rejected is None
+    said = ["my grandma makes dumplings every autumn, she makes hundreds"]
+    reason = rejection("She makes hundreds every autumn.", said, "relationship")
+    assert reason is not None and "names no one" in reason
+    named = "The user's grandma makes dumplings every autumn."
+    assert rejection(named, said, "relationship") is None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.memory.screening import Evidence, screen_one
-from backend.memory.types import Candidate
 from backend.memory.whose_fact import someone_else
+
+from .screened import rejection
 
 PRIYA = [
     "hey, I'm Priya. long day.",
@@ -59,14 +59,6 @@ def test_a_span_that_also_says_i_is_not_someone_elses() -> None:
 
 
 def test_the_gate_rejects_it_with_the_reason() -> None:
-    evidence = Evidence(user=tuple(PRIYA))
-    pug = Candidate(
-        content="The user is a grumpy old lady.", category="personal_fact",
-        importance=0.7, confidence=0.9,
-    )  # fmt: skip
-    screened = screen_one(pug, evidence)
-    assert screened.rejected is not None and "someone else" in screened.rejected
-    own = Candidate(
-        content="I'm allergic to peanuts.", category="health", importance=0.9, confidence=0.9
-    )
-    assert screen_one(own, evidence).rejected is None
+    reason = rejection("The user is a grumpy old lady.", PRIYA)
+    assert reason is not None and "someone else" in reason
+    assert rejection("I'm allergic to peanuts.", PRIYA, "health") is None
