@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from backend.memory.grounding import proper_names
+
 _PRONOUNS = frozenset(
     (
         "he", "she", "they", "his", "her", "their", "its", "him", "them", "he's", "she's",
@@ -53,7 +55,6 @@ _VERBS = frozenset(
 # Longer than this, a candidate with no verb the lists know has one they do not.
 PHRASE_WORDS = 6
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_CAPITALISED = re.compile(r"(?<![\w'])([A-Z][\w'-]+)")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _DIGIT = re.compile(r"\d")
 _USER = re.compile(r"\buser\b")
@@ -61,11 +62,6 @@ _USER = re.compile(r"\buser\b")
 
 def _flat(text: str) -> str:
     return unicodedata.normalize("NFKC", text).replace("’", "'")
-
-
-def _names(text: str) -> list[str]:
-    """Capitalised words after the first word (a sentence's first word is no evidence)."""
-    return [m.group(1) for m in _CAPITALISED.finditer(text) if m.start() > 0]
 
 
 def _has_verb(words: list[str]) -> bool:
@@ -84,7 +80,7 @@ def fragment_reason(content: str) -> str | None:
     text = _flat(content).strip()
     lower = text.lower()
     words = _WORD.findall(lower)
-    names_someone = bool(_names(text)) or bool(_USER.search(lower)) or "用户" in text
+    names_someone = bool(proper_names(text)) or bool(_USER.search(lower)) or "用户" in text
     opener = (words[:1] and words[0] in _PRONOUNS and lower.startswith(words[0])) or (
         text.startswith(_CJK_PRONOUNS)
     )
@@ -92,7 +88,7 @@ def fragment_reason(content: str) -> str | None:
         return "a pronoun that names no one (who is meant is lost with the message)"
     if _CJK.search(text):
         return None
-    if len(words) > PHRASE_WORDS or _DIGIT.search(text) or _names(text):
+    if len(words) > PHRASE_WORDS or _DIGIT.search(text) or proper_names(text):
         return None
     if not _has_verb(words):
         return "no statement: nothing is said of it"
