@@ -23,6 +23,9 @@ from the last merged state plus the turns not merged yet, verbatim
   process merged gets that report, completed with what only its own process knows (the
   activation, the tool calls).
 
+When a session has nothing left to merge, ``on_idle`` runs for it (the engine reads the
+start of the session's next prompt ahead: ``backend.engine.next_prompt``).
+
 Failure policy: the hippocampus's failure is the merge's deterministic fallback, as
 before. A round that fails (the database is down) fails the memory reports of the turns
 of this process in it; their messages stay after ``merged_seq``, so the next round — the
@@ -34,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from backend.engine.merge import run_hippocampus, write_long_term
@@ -64,8 +68,15 @@ MAX_BATCH = 4
 class MemoryWorker:
     """Per-session merging for one turn engine (one process); see the module docstring."""
 
-    def __init__(self, engine: EngineParts) -> None:
+    def __init__(
+        self,
+        engine: EngineParts,
+        *,
+        on_idle: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
         self._engine = engine
+        # Spawned when a session has nothing left to merge (``TurnEngine.read_ahead``).
+        self._on_idle = on_idle
         self._pending: dict[str, list[PendingTurn]] = {}
         self._running: set[str] = set()
 
@@ -94,6 +105,8 @@ class MemoryWorker:
             # starts a new worker.
             self._running.discard(session_id)
             self._pending.pop(session_id, None)
+        if self._on_idle is not None:
+            self._engine.spawn(self._on_idle(session_id))
 
     async def _round(self, session_id: str) -> bool:
         """Merge the oldest unmerged turns once; False when none could be merged yet."""

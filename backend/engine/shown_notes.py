@@ -11,7 +11,9 @@ that turn's user message, and the new turn gets a block with the best recalled n
 with one of the last few messages (``RECENT_TURNS``), and otherwise only what
 the history does not show yet: notes not shown in the window, and the background if it
 changed since short-term was last trimmed; and no note formed from a message the window
-still shows verbatim (it is right there). The new prompt is then the previous one plus
+still shows verbatim (it is right there), nor one the background the prompt shows
+already says (``said_in``: compact mode rolls the session's facts into the background).
+The new prompt is then the previous one plus
 the reply plus a short tail, and a turn with nothing new to show adds no block at all:
 each block costs its preamble and notes (~130 tokens, ~2 s to the first token of
 Qwen2.5-Coder-1.5B on two cores), so repeating the same three notes before every small-talk
@@ -51,6 +53,7 @@ from backend.hippocampus import SessionMemoryState
 from backend.hippocampus.budget import estimate_tokens
 from backend.longterm.activation import Activation
 from backend.memory.hybrid import cosine_trust, relevance_evidence
+from backend.memory.keywords import keyword_set
 from backend.memory.types import HybridWeights, Memory
 from backend.sessions.store import Message
 
@@ -180,7 +183,13 @@ class ShownNotes:
             carrier = next((s for s in reversed(earlier) if s.background), None)
             retired += [s for s in earlier if s is not carrier]
             earlier = [carrier] if carrier is not None else []
-        visible = frozenset().union(*(s.memory_ids for s in earlier))
+        background = view.background if _background_news(view, earlier) else ""
+        # A note the background the prompt shows already says (compact mode rolls the
+        # session's facts into it) counts as shown: else each turn after a trim showed
+        # the trimmed messages' notes under the background that holds them (~130 tokens).
+        said = background or next((s.background for s in reversed(earlier) if s.background), "")
+        covered = frozenset(m.id for m in recalled if said_in(m.content, said))
+        visible = covered.union(*(s.memory_ids for s in earlier))
         read = visible.union(*(s.memory_ids for s in retired))
 
         # Shown with one of the last few messages: still next to this one.
@@ -198,7 +207,6 @@ class ShownNotes:
             if is_health_note(m) or m.id not in read or again(i, m)
         ]
         start = view.short_term[0].text if view.short_term else ""
-        background = view.background if _background_news(view, earlier) else ""
         block = memory_block(background, new) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
@@ -224,6 +232,12 @@ def pertinent_ids(
         for item in activation.retrieval.items
         if relevance_evidence(item.score, trust, weights) >= PERTINENT_EVIDENCE
     )
+
+
+def said_in(note: str, background: str) -> bool:
+    """Every keyword of ``note`` is in ``background`` (a summary that says it)."""
+    words = keyword_set(note)
+    return bool(words) and words <= keyword_set(background)
 
 
 def _background_news(view: SessionMemoryState, earlier: list[Shown]) -> bool:

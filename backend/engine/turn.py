@@ -42,6 +42,7 @@ from backend.clock import Clock
 from backend.engine import report as reports
 from backend.engine.conversation_match import Placement, place, tail_needed
 from backend.engine.memory_worker import MemoryWorker
+from backend.engine.next_prompt import NextPrompt
 from backend.engine.pending_turns import PendingTurn
 from backend.engine.prompt import build_main_messages, is_health_note
 from backend.engine.session_order import acquire_session, release_session
@@ -51,7 +52,7 @@ from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbat
 from backend.engine.turn_reply import Turn
 from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
-from backend.llm.port import ChatModel
+from backend.llm.port import ChatModel, ReadAhead
 from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding
 from backend.memory.types import Namespace
 from backend.personas import Persona, PersonaRegistry
@@ -94,8 +95,9 @@ class TurnEngine:
         self.settings = settings
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
-        self.memory = MemoryWorker(self)
+        self.memory = MemoryWorker(self, on_idle=self.read_ahead)
         self.shown_notes = ShownNotes()
+        self.next_prompt = NextPrompt()
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -353,6 +355,12 @@ class TurnEngine:
                 images=request.images if kind == "turn" else (),
             )
             self.shown_notes.record(session.id, notes)
+            self.next_prompt.remember(
+                session.id,
+                system_prompt=persona.system_prompt,
+                client_system=request.client_system,
+                examples=request.examples,
+            )
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
             turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
         except BaseException:
@@ -367,6 +375,23 @@ class TurnEngine:
                 # after).
                 self.memory.submit(pending)
         return turn
+
+    async def read_ahead(self, session_id: str) -> None:
+        """Once a session's merges are saved: the start of its next prompt into a local
+        chat model's cache, while the user types (``backend.engine.next_prompt``)."""
+        if not isinstance(self.chat, ReadAhead):
+            return
+        busy = self._locks.get(session_id)
+        try:
+            state, merged_seq = await load_state(self.sessions, session_id)
+            unmerged = await asyncio.to_thread(self.sessions.messages_after, session_id, merged_seq)
+            view = reply_view(state, unmerged, token_budget=self.settings.token_budget)
+            messages = self.next_prompt.start(session_id, view, self.shown_notes)
+            if messages is None or (busy is not None and busy.locked()):
+                return  # not seen here, or a turn runs: its prompt is the newer one
+            await self.chat.read_ahead(messages)
+        except Exception:
+            log.warning("reading session %s's next prompt ahead failed", session_id, exc_info=True)
 
     async def _activate(
         self,

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 MIN_CHUNK = 32
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -52,14 +52,14 @@ def _find(haystack: Sequence[int], needle: Sequence[int], start: int) -> int:
 def plan_chunks(cached: Sequence[int], prompt: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(old_position, new_position, length)`` of each cached chunk the prompt reuses
     after its common prefix, in order; empty when there is nothing to move."""
-    prefix = _common(cached, prompt)
+    prefix = common_prefix(cached, prompt)
     chunks: list[tuple[int, int, int]] = []
     old, new = prefix, prefix
     while new + MIN_CHUNK <= len(prompt):
         found = _find(cached, prompt[new : new + MIN_CHUNK], old + (0 if chunks else 1))
         if found < 0:
             break
-        length = _common(cached[found:], prompt[new:])
+        length = common_prefix(cached[found:], prompt[new:])
         chunks.append((found, new, length))
         old, new = found + length, new + length
     return chunks

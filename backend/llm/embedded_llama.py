@@ -21,8 +21,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,6 +33,7 @@ from backend.llm.llama_arguments import (
     sampling_arguments,
 )
 from backend.llm.llama_model import (
+    CHATML_END,
     CHATML_TEMPLATE,
     DEFAULT_N_CTX,
     all_threads,
@@ -55,6 +56,7 @@ from backend.llm.port import (
     TextDelta,
     ToolSpec,
 )
+from backend.llm.read_ahead import read_prefix
 from backend.llm.reply_first import ReplyFirst
 
 logger = logging.getLogger(__name__)
@@ -154,6 +156,9 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         self._primed = False
         self._llama: Any = None
         self._lock = threading.Lock()  # held by the worker thread for a whole generation
+        # Generations waiting for the lock or running: a read-ahead gives way to them.
+        self._wanted = 0
+        self._wanted_lock = threading.Lock()
 
     @property
     def model(self) -> str:
@@ -204,6 +209,46 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
     @property
     def primed(self) -> bool:
         return self._primed
+
+    async def read_ahead(self, messages: Sequence[Message]) -> int:
+        """Evaluate ``messages`` (the start of the next prompt, no reply prompt after them)
+        into the prompt cache between turns (``ReadAhead``, ``backend.llm.read_ahead``);
+        the tokens read. Gives way to any generation: none starts while one runs or
+        waits, and one that comes stops it within a chunk. Only with the ChatML template
+        this adapter renders itself (the Qwen presets): for another template the prefix
+        of a prompt is not known, and nothing is read."""
+        wire = [dict(m) for m in messages]
+        return await asyncio.to_thread(self._read_ahead, wire)
+
+    def _read_ahead(self, messages: list[dict[str, Any]]) -> int:
+        if self._chat_format != "chatml" or self._wanted:
+            return 0
+        if not self._lock.acquire(blocking=False):  # a generation runs: its prompt is newer
+            return 0
+        try:
+            llama = self._llama
+            if llama is None:  # not loaded: warming up is ``prime``'s job
+                return 0
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            formatter = Jinja2ChatFormatter(
+                CHATML_TEMPLATE, eos_token=CHATML_END, bos_token="", add_generation_prompt=False
+            )
+            prompt = formatter(messages=messages).prompt
+            # As llama-cpp-python's chat handler tokenizes a formatter's prompt.
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            started = time.perf_counter()
+            read = read_prefix(llama, tokens, lambda: self._wanted > 0)
+            logger.debug(
+                "%s: read ahead %d of %d tokens in %.2f s",
+                self._model,
+                read,
+                len(tokens),
+                time.perf_counter() - started,
+            )
+            return read
+        finally:
+            self._lock.release()
 
     async def aclose(self) -> None:
         """Drop the model (it is reloaded if used again); waits for a running generation."""
@@ -267,7 +312,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         self, arguments: dict[str, Any], emit: Callable[[object], None], stop: threading.Event
     ) -> None:
         try:
-            with self._lock:
+            with self._wanting(), self._lock:
                 if stop.is_set():
                     return
                 llama = self._ensure_loaded()
@@ -307,6 +352,17 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
             emit(exc)
         finally:
             emit(_END)
+
+    @contextmanager
+    def _wanting(self) -> Iterator[None]:
+        """Counts a generation from before it waits for the lock until it ends."""
+        with self._wanted_lock:
+            self._wanted += 1
+        try:
+            yield
+        finally:
+            with self._wanted_lock:
+                self._wanted -= 1
 
     def _priority(self) -> AbstractContextManager[None]:
         """A foreground generation holds the shared ``ReplyFirst`` while it runs."""

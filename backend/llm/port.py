@@ -229,6 +229,14 @@ class PromptCache(Protocol):
     def primed(self) -> bool: ...
 
 
+@runtime_checkable
+class ReadAhead(Protocol):
+    """A local model that can read the start of the next prompt into its cache between
+    turns, giving way to any generation (``backend.llm.read_ahead``); the tokens read."""
+
+    async def read_ahead(self, messages: Sequence[Message]) -> int: ...
+
+
 async def collect(deltas: AsyncIterator[Delta]) -> Completion:
     """Drain a stream into a ``Completion`` (the usual way to implement ``complete``)."""
     text: list[str] = []

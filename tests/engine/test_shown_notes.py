@@ -363,3 +363,27 @@ def test_a_health_note_is_always_shown_next_to_the_message_with_the_rule(
     # no health note, no rule
     plain = ShownNotes().plan("t", window(), [MEI], "hi")
     assert HEALTH_RULE not in plain.shown.block
+
+
+def test_a_note_the_shown_background_says_is_not_shown_under_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 3)
+    job = note("m4", "The user is a junior architect in Manchester.")
+    cat = note("m5", "The user's cat Pickle is a grey tabby.")
+    background = "The user is Mei.\nThe user is a junior architect in Manchester."
+    shown = ShownNotes()
+    # Compact mode rolls the session's facts into the background: the job is said there.
+    plan = shown.plan("s", window(background=background), [job, cat], "hi", pertinent=set())
+    assert plan.background == background and plan.memories == [cat]
+    shown.record("s", plan)
+    # Still said by the background the window carries, two turns on; unless the message
+    # is about it and it was not next to one of the last two messages.
+    said = ["hi", "so", "and"]
+    for text in said[1:]:
+        shown.record("s", shown.plan("s", window(*said, background=background), [], text))
+    later = shown.plan("s", window(*said, background=background), [job], "ok", pertinent=set())
+    assert later.memories == []
+    asked = shown.plan("s", window(*said, background=background), [job], "my job?",
+                       pertinent={"m4"})  # fmt: skip
+    assert asked.memories == [job]
