@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.engine.prompt import HEALTH_RULE, MEMORY_PREAMBLE
+from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
@@ -216,6 +216,7 @@ class Judge:
             card.description or "",
             card.system_prompt,
             MEMORY_PREAMBLE,
+            BRIEF_PREAMBLE,
             HEALTH_RULE,
             *HINTS.values(),
         ]

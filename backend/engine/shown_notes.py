@@ -48,7 +48,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from backend.engine.prompt import is_health_note, memory_block
+from backend.engine.prompt import MEMORY_PREAMBLE, is_health_note, memory_block
 from backend.hippocampus import SessionMemoryState
 from backend.hippocampus.budget import estimate_tokens
 from backend.longterm.activation import Activation
@@ -119,6 +119,7 @@ class NotesPlan:
     # Blocks of the window that went for the budget: their notes were read in this window,
     # and are shown again only next to a message about them.
     retired: list[Shown] = field(default_factory=list)
+    brief: bool = False  # its own block has the brief preamble (``prompt.memory_block``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +208,14 @@ class ShownNotes:
             if is_health_note(m) or m.id not in read or again(i, m)
         ]
         start = view.short_term[0].text if view.short_term else ""
-        block = memory_block(background, new) or ""
+        # The rules are said once in full in the prompt; later blocks point back to them.
+        brief = any(s.block.startswith(MEMORY_PREAMBLE) for s in earlier)
+        block = memory_block(background, new, brief=brief) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
-        return NotesPlan(earlier_blocks, new, background, shown, earlier, moments, retired)
+        return NotesPlan(
+            earlier_blocks, new, background, shown, earlier, moments, retired, brief=brief
+        )
 
     def record(self, session_id: str, plan: NotesPlan) -> None:
         """Remember the block a turn showed (after its prompt was built)."""

@@ -353,6 +353,7 @@ class TurnEngine:
                 continuing=base if kind == "continue" else None,
                 instruction=request.instruction,
                 images=request.images if kind == "turn" else (),
+                brief_notes=notes.brief,
             )
             self.shown_notes.record(session.id, notes)
             self.next_prompt.remember(

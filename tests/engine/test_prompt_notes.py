@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from backend.engine.prompt import HEALTH_RULE, memory_block, note_line, second_person
+from backend.engine.prompt import (
+    BRIEF_PREAMBLE,
+    HEALTH_RULE,
+    MEMORY_PREAMBLE,
+    memory_block,
+    note_line,
+    second_person,
+)
 from backend.memory.types import Memory
 
 T = datetime(2026, 5, 1, tzinfo=UTC)
@@ -51,3 +58,12 @@ def test_note_lines_and_the_health_rule() -> None:
     assert block is not None and block.endswith(HEALTH_RULE)
     plain = memory_block("", [memory("The user's cat is Tama.", category="relationship")])
     assert plain is not None and HEALTH_RULE not in plain and "Your cat is Tama." in plain
+
+
+def test_a_brief_block_points_back_to_the_rules_but_a_background_gets_them_whole() -> None:
+    cat = memory("The user's cat is Tama.", category="relationship")
+    brief = memory_block("", [cat], brief=True)
+    assert brief is not None and brief.startswith(BRIEF_PREAMBLE)
+    assert MEMORY_PREAMBLE not in brief and "Your cat is Tama." in brief
+    whole = memory_block("The user moved to Leeds.", [cat], brief=True)
+    assert whole is not None and whole.startswith(MEMORY_PREAMBLE)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from backend.engine.prompt import second_person
+from backend.engine.prompt import BRIEF_PREAMBLE, MEMORY_PREAMBLE, second_person
 from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbatim_start
 from backend.engine.turn import TurnRequest
 from backend.hippocampus import SessionMemoryState, ShortTermItem
@@ -126,18 +126,24 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
-    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 450)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 300)
     shown, said = ShownNotes(), []
-    carried = []
+    carried, brief, blocks = [], [], []
     for i in range(8):
         plan = shown.plan("s", window(*said), [note(f"m{i}", "A long fact. " * 10)], f"t{i}")
         carried.append(list(plan.earlier))
+        brief.append(plan.brief)
+        blocks.append(plan.shown.block)
         shown.record("s", plan)
         said.append(f"t{i}")
-    # The earlier blocks (~140 tokens each) grow to the budget, then all go at once, and
-    # they grow again: the prompt's start moves every few turns, not every turn.
+    # The earlier blocks (~120 tokens the first, ~75 the brief ones) grow to the budget,
+    # then all go at once, and they grow again: the prompt's start moves every few turns.
     assert [len(c) for c in carried] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert carried[7] == ["t4", "t5", "t6"]
+    # The whole preamble once in the prompt; the blocks after it point back to it.
+    assert brief == [False, True, True, True] * 2
+    assert blocks[0].startswith(MEMORY_PREAMBLE)
+    assert blocks[1].startswith(BRIEF_PREAMBLE) and MEMORY_PREAMBLE not in blocks[1]
 
 
 def test_the_block_with_the_current_background_outlives_the_budget(
