@@ -10,7 +10,9 @@ quality"); this guard stops the rest:
 - **the opening is held back** until it can be told apart from those failures: while it
   could still become a refusal, an echo of the message (or the user's own first-person
   words said as the companion's), a repeat of an earlier reply's opening, a help-desk
-  line or, next to a health note, a go-ahead, nothing is shown; as soon as it cannot
+  line, next to a health note a go-ahead or, to a question that a recalled note answers
+  (``answer_notes``: the notes the message is about), "I don't have that information"
+  (the retry's hint then says the notes), nothing is shown; as soon as it cannot
   (most replies: after ``MIN_RELEASE`` tokens), it is released and the rest streams
   through. At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
   first-person start or a go-ahead, whose failure shows later in the sentence). A failure
@@ -45,7 +47,7 @@ from typing import Literal
 
 from backend.engine.prompt import second_person
 
-Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health"]
+Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health", "forgot"]
 
 HOLD_TOKENS = 10  # the most the opening is held back
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
@@ -81,6 +83,10 @@ HINTS: dict[Reason, str] = {
     "health": (
         "Remember what you know about the user's health: {notes} Do not encourage what "
         "goes against it; remind them of it kindly and suggest a safer choice."
+    ),
+    "forgot": (
+        "You do know this, from your notes: {notes} Answer the user's question from them, "
+        "in your own words."
     ),
 }
 
@@ -162,6 +168,21 @@ _RISKY_FIRST = {
     "作",
     "很",
 }
+
+
+# "I don't have a specific date for your sister's wedding" with the date in a note next to
+# the question (bench.reply_quality's probe sessions, Qwen2.5-Coder-1.5B).
+_DENIES_KNOWING = re.compile(
+    r"\bi (?:don't|do not|dont|didn't|did not) (?:have|know|recall|remember|see|catch)\b"
+    r"|\bi(?:'m| am) not (?:sure|aware)\b|\bi (?:can't|cannot|can not) (?:recall|remember)\b"
+    r"|\bi have no (?:idea|information|record)|\bno information\b"
+    r"|\byou (?:didn't|haven't|did not|have not|never) (?:tell|told|mention|say|said)\b"
+    r"|我不(?:知道|记得|清楚|确定)|我没有.{0,8}(?:信息|记录)|你(?:没|没有|从没)(?:告诉|说|提)"
+)
+# A question: what a note can answer ("what was my cat's name again?").
+_QUESTION = re.compile(
+    r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
+)
 
 
 # A go-ahead, in an opening next to a health note that it does not mention: "Sure, go
@@ -267,8 +288,13 @@ class ReplyGuard:
         *,
         check_opening: bool = True,
         health_notes: Sequence[str] = (),
+        answer_notes: Sequence[str] = (),
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
+        # The recalled notes the message is about, when it asks something: a reply that
+        # says it does not know is asked again with them.
+        asks = bool(_QUESTION.search(_normal(user_text)))
+        self._answers = [" ".join(n.split()) for n in answer_notes if n.strip()] if asks else []
         message = words(user_text)
         # The note's own words, less the ones the user's message has: "peanut curry"
         # names the peanuts; only "allergic" says the reply kept the allergy in mind.
@@ -283,7 +309,8 @@ class ReplyGuard:
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
-            words(HINTS[reason].format(notes="")) for reason in ("health", "refusal", "repeat")
+            words(HINTS[reason].format(notes=""))
+            for reason in ("health", "refusal", "repeat", "forgot")
         ]
         self._earlier_sentences = {
             tuple(words(sentence))
@@ -309,6 +336,8 @@ class ReplyGuard:
         tokens = words(text)
         if not self._opening:
             return self._judge_health(text, flat, said, tokens, final)
+        if self._answers and _DENIES_KNOWING.search(flat):
+            return self._reject("forgot", text)
         if _REFUSAL.search(flat):
             return self._reject("refusal", text)
         if any(is_helpdesk_sentence(sentence) for sentence in said) or _AS_AN_AI.search(flat):
@@ -371,7 +400,11 @@ class ReplyGuard:
         return bool(self._health_words & stems) or bool(_CAUTION.search(flat))
 
     def _reject(self, reason: Reason, text: str) -> Rejection:
-        hint = HINTS[reason].format(notes=" ".join(self._health))
+        if reason == "forgot":  # said to the companion as what it knows of "you"
+            notes = " ".join(second_person(note) for note in self._answers)
+        else:
+            notes = " ".join(self._health)
+        hint = HINTS[reason].format(notes=notes)
         return Rejection(reason, text, hint)
 
     # --- the stream ----------------------------------------------------------------------
@@ -453,7 +486,7 @@ class ReplyGuard:
         return (
             bool(self._health)  # next to a health note, every sentence is checked whole
             or any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
-            or any(list(hint[: len(so_far)]) == list(so_far) for hint in self._hint_words)
+            or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
@@ -472,6 +505,11 @@ class ReplyGuard:
             for j in range(len(self._said))
             if (n := _run(said, i, self._said, j))
         )
+
+    @property
+    def left_out(self) -> bool:
+        """Some sentence of this attempt was left out."""
+        return bool(self._dropped)
 
     def flush(self) -> str:
         """Everything still held, unchecked: the stream failed, and what came is shown
@@ -515,8 +553,18 @@ class ReplyGuard:
         if out.strip():
             self._shown_any = True
         if final and not self._shown_any and self._dropped:
-            return out + "".join(self._dropped)  # a reply of nothing else: shown, not lost
+            # A reply of nothing else: shown, not lost; but never a retry's hint said back
+            # (the caller then has nothing to show: ``turn_reply.lost_thread``).
+            kept = [s for s in self._dropped if not self._recites_hint(words(s))]
+            return out + "".join(kept)
         return out
+
+
+def _occurs_in(tokens: Sequence[str], run: Sequence[str]) -> bool:
+    """``run`` occurs in ``tokens``, in a row (a sentence that may be a hint said back
+    from its middle: "Respond to the user's newest message…")."""
+    n = len(run)
+    return any(list(tokens[i : i + n]) == list(run) for i in range(len(tokens) - n + 1))
 
 
 def _split_sentences(text: str) -> list[str]:

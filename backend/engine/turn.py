@@ -61,6 +61,9 @@ from backend.sessions.store import Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
+# The most recalled notes a retry's "you do know this" hint says (``reply_guard``).
+ANSWER_NOTES = 3
+
 
 __all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnOutcome", "TurnRequest", "TurnSettings"]
 
@@ -332,6 +335,7 @@ class TurnEngine:
                     rows = await asyncio.to_thread(self.sessions.tail, session.id, count)
                     start = verbatim_start(view, [m for m in rows if m.seq < stored.seq])
             retrieval = turn.persona.retrieval_policy or self.long_term.activation.retrieval
+            pertinent = pertinent_ids(turn.activation, user_text, retrieval.hybrid)
             notes = self.shown_notes.plan(
                 session.id,
                 view,
@@ -340,7 +344,7 @@ class TurnEngine:
                 whole_session=whole,
                 merged=merged,
                 verbatim_from=start,
-                pertinent=pertinent_ids(turn.activation, user_text, retrieval.hybrid),
+                pertinent=pertinent,
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
@@ -364,6 +368,9 @@ class TurnEngine:
             )
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
             turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
+            # ... and one that says it does not know what a note the message is about says.
+            answers = [m for m in turn.recalled if m.id in pertinent and not is_health_note(m)]
+            turn.answer_notes = tuple(m.content for m in answers[:ANSWER_NOTES])
         except BaseException:
             turn.end_unstreamed("the turn failed before its reply")
             raise

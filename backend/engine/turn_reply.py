@@ -96,6 +96,9 @@ class Turn:
     _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
     rejected: list[str] = field(default_factory=list)  # the guard's reasons, per retry
     health_notes: tuple[str, ...] = ()  # recalled health notes shown with this turn
+    # The recalled notes the message is about: a reply that denies knowing them is
+    # sampled again with them (``reply_guard``'s "forgot").
+    answer_notes: tuple[str, ...] = ()
 
     @property
     def namespace(self) -> Namespace:
@@ -308,7 +311,11 @@ class Turn:
             last = attempt == MAX_ATTEMPTS - 1
             guard = (
                 ReplyGuard(
-                    user_text, earlier, check_opening=not last, health_notes=self.health_notes
+                    user_text,
+                    earlier,
+                    check_opening=not last,
+                    health_notes=self.health_notes,
+                    answer_notes=self.answer_notes,
                 )
                 if on
                 else None
@@ -322,6 +329,7 @@ class Turn:
                 sampling=_resampled(self._sampling, attempt),
             )
             rejected: Rejection | None = None
+            shown_any = False
             ending: list[Delta] = []  # Usage and Finish, after what the guard still holds
             try:
                 async for delta in stream:
@@ -336,13 +344,16 @@ class Turn:
                         rejected = shown
                         break
                     if shown:
+                        shown_any = shown_any or bool(shown.strip())
                         yield TextDelta(shown)
                 if rejected is None and guard is not None:
                     rest = guard.end()
                     if isinstance(rest, Rejection):
                         rejected = rest
-                    elif rest:
+                    elif shown_any or rest.strip() or not guard.left_out:
                         yield TextDelta(rest)
+                    else:  # every sentence was left out (a retry's hint said back)
+                        yield TextDelta(lost_thread(user_text))
             except LLMError:
                 held = guard.flush() if guard is not None else ""
                 if held:  # what came before the failure is shown (and stored) with it
@@ -366,6 +377,14 @@ class Turn:
                 yield Finish("stop")
                 return
             hints.append(rejected.hint)
+
+
+def lost_thread(user_text: str) -> str:
+    """The reply when the guard left out every sentence of the last attempt (it only said
+    a retry's hint back): a plain request to go on, in Chinese to a message in Chinese."""
+    if any("\u3400" <= ch <= "\u9fff" for ch in user_text):
+        return "抱歉，我刚才走神了。你能再多说一点吗？"
+    return "Sorry, I lost my train of thought there. Tell me a bit more?"
 
 
 def health_reminder(user_text: str, notes: Sequence[str]) -> str:

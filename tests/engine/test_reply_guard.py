@@ -320,3 +320,40 @@ def test_a_retry_hint_said_back_is_left_out() -> None:
     shown, _ = run(ReplyGuard("peanut curry?", health_notes=notes, check_opening=False), reply)
     # one sentence up to the first full stop: the hint with the note it carried
     assert shown.strip() == "Ask Tom for a bowl without them."
+
+
+WEDDING = "The user's sister Mei is getting married on 20 December."
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        # Seen with Qwen2.5-Coder-1.5B, the date in a note next to the question.
+        ("when is my sister's wedding again?", "I don't have a specific date for your "
+         "sister's wedding. Maybe you could check with her?"),
+        ("remind me when Mei gets married", "I'm sorry, but I don't have any information "
+         "about that."),
+        ("我姐姐什么时候结婚？", "我不记得你说过这件事。"),
+    ],
+)  # fmt: skip
+def test_a_reply_that_denies_knowing_what_a_note_says_is_asked_again_with_it(
+    message: str, reply: str
+) -> None:
+    shown, rejected = run(ReplyGuard(message, answer_notes=[WEDDING]), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "forgot"
+    assert "Your sister Mei is getting married on 20 December." in rejected.hint
+
+
+@pytest.mark.parametrize(
+    ("message", "notes"),
+    [
+        ("when is my sister's wedding again?", []),  # nothing recalled answers it
+        ("my sister's wedding is stressing me out", [WEDDING]),  # not a question
+    ],
+)
+def test_not_knowing_is_fine_when_no_note_answers_a_question(
+    message: str, notes: list[str]
+) -> None:
+    reply = "I don't know much about weddings, but I'm here for you."
+    shown, rejected = run(ReplyGuard(message, answer_notes=notes), reply)
+    assert rejected is None and shown == reply

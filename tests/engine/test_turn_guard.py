@@ -11,6 +11,7 @@ import pytest
 
 from backend.engine.reply_guard import HINTS
 from backend.engine.turn import TurnRequest
+from backend.engine.turn_reply import lost_thread
 from backend.llm.port import Sampling
 from backend.memory.types import Namespace
 
@@ -111,3 +112,32 @@ async def test_a_go_ahead_against_a_health_note_is_never_shown(rig: Rig) -> None
                       " shellfish", "."])  # fmt: skip
     shown, rejected = await reply(rig, "and the dessert afterwards?", session="s2")
     assert shown == "Go for the company, but skip the shellfish." and rejected == []
+
+
+async def test_a_last_attempt_that_only_says_a_hint_back_is_never_shown(rig: Rig) -> None:
+    hello = ["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."]
+    rig.chat.enqueue(list(hello))
+    await reply(rig, "hey, I'm Priya. long day.")
+    rig.chat.enqueue(list(hello))
+    rig.chat.enqueue(list(hello))
+    # Seen with Qwen2.5-Coder-1.5B after two retries: the retry's hint, said back.
+    rig.chat.enqueue([" Respond", " to", " the", " user's", " newest", " message", " with",
+                      " something", " new", "."])  # fmt: skip
+    shown, rejected = await reply(rig, "I'm a nurse on the night shift")
+    assert rejected == ["repeat", "repeat"]
+    assert shown == lost_thread("I'm a nurse on the night shift")
+    assert "newest message" not in rig.sessions.transcript("s1")[-1].content
+    assert lost_thread("我今天好累") != shown  # said in Chinese to a message in Chinese
+
+
+async def test_a_reply_that_forgets_what_a_recalled_note_says_is_asked_again(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    wedding = "The user's sister Mei is getting married on 20 December."
+    rig.long_term.create(ns, rig.long_term.new_memory(wedding, category="relationship"))
+    rig.chat.enqueue(["I", " don't", " have", " a", " specific", " date", " for", " your",
+                      " sister", "'s", " wedding", "."])  # fmt: skip
+    rig.chat.enqueue(["On", " 20", " December", "!", " Not", " long", " now", "."])
+    shown, rejected = await reply(rig, "when is my sister Mei's wedding again?")
+    assert rejected == ["forgot"] and shown == "On 20 December! Not long now."
+    hint = rig.chat.calls[-1].messages[-1]["content"]
+    assert hint.startswith("You do know this") and "Your sister Mei is getting married" in hint
