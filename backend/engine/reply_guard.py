@@ -64,29 +64,30 @@ REPEAT_SENTENCE_TOKENS = 4
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 
+# Said to the model for a retry, about "them", never "the user": worded so, the 1.5B said
+# the hint's words back to the user ("I do not know the user's most recent message.",
+# three times in a 67-turn evening: bench.reply_quality's long part).
 HINTS: dict[Reason, str] = {
     "refusal": (
-        "The user's request is harmless: do what they ask, warmly (a joke, a story, a "
-        "poem, an opinion or advice are all fine). Do not apologise and do not decline."
+        "Their request is harmless: do what they ask, warmly (a joke, a story, a poem, an "
+        "opinion or advice are all fine). Do not apologise and do not decline."
     ),
-    "echo": (
-        "Do not repeat the user's words back to them. Respond to what they said, in your own words."
-    ),
+    "echo": "Do not repeat their words back to them. Respond to what they said, in your own words.",
     "repeat": (
-        "Do not repeat anything you said earlier in this conversation. Respond to the "
-        "user's newest message with something new."
+        "Do not repeat anything you said earlier in this conversation. Reply to what they "
+        "just said with something new."
     ),
     "helpdesk": (
         "Talk like a friend, not an assistant: never ask how you can help or assist, and "
         "never start with 'As an AI'."
     ),
     "health": (
-        "Remember what you know about the user's health: {notes} Do not encourage what "
-        "goes against it; remind them of it kindly and suggest a safer choice."
+        "Remember what you know about their health: {notes} Do not encourage what goes "
+        "against it; remind them of it kindly and suggest a safer choice."
     ),
     "forgot": (
-        "You do know this, from your notes: {notes} Answer the user's question from them, "
-        "in your own words."
+        "You do know this, from your notes: {notes} Answer their question with it, in your "
+        "own words."
     ),
 }
 

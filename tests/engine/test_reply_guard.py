@@ -314,7 +314,7 @@ def test_let_me_know_if_you_have_questions_is_left_out() -> None:
 def test_a_retry_hint_said_back_is_left_out() -> None:
     notes = ["The user is allergic to peanuts."]
     reply = (
-        "Remember what you know about the user's health: The user is allergic to peanuts. "
+        "Remember what you know about their health: The user is allergic to peanuts. "
         "Ask Tom for a bowl without them."
     )
     shown, _ = run(ReplyGuard("peanut curry?", health_notes=notes, check_opening=False), reply)

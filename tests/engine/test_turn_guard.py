@@ -121,12 +121,12 @@ async def test_a_last_attempt_that_only_says_a_hint_back_is_never_shown(rig: Rig
     rig.chat.enqueue(list(hello))
     rig.chat.enqueue(list(hello))
     # Seen with Qwen2.5-Coder-1.5B after two retries: the retry's hint, said back.
-    rig.chat.enqueue([" Respond", " to", " the", " user's", " newest", " message", " with",
+    rig.chat.enqueue([" Reply", " to", " what", " they", " just", " said", " with",
                       " something", " new", "."])  # fmt: skip
     shown, rejected = await reply(rig, "I'm a nurse on the night shift")
     assert rejected == ["repeat", "repeat"]
     assert shown == lost_thread("I'm a nurse on the night shift")
-    assert "newest message" not in rig.sessions.transcript("s1")[-1].content
+    assert "something new" not in rig.sessions.transcript("s1")[-1].content
     assert lost_thread("我今天好累") != shown  # said in Chinese to a message in Chinese
 
 
