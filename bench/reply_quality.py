@@ -114,6 +114,7 @@ class Reply:
     contradiction: bool | None = None  # a probe turn: stale value / advice against a fact
     lag_turns: int | None = None  # long session: earlier turns not merged at send time
     guard_retries: tuple[str, ...] = ()  # the attempts the app's reply guard stopped
+    rejected_openings: tuple[str, ...] = ()  # what it stopped of each (for reading)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -132,6 +133,7 @@ class Reply:
         fields = {f.name for f in dataclasses.fields(cls)} - {"verdict"}
         reply = cls(**{k: v for k, v in data.items() if k in fields})
         reply.guard_retries = tuple(reply.guard_retries)
+        reply.rejected_openings = tuple(reply.rejected_openings)
         faults = set(data.get("faults", ()))
         names = ("refusal", "echo", "self_repeat", "empty_or_cut", "helpdesk")
         reply.verdict = judges.Verdict(
@@ -241,6 +243,7 @@ def _reply(part: str, seed: int, session: str, text: str, out: Any, **extra: Any
     """A ``Reply`` from ``send``'s result."""
     reply = Reply(part, seed, session, text, *out[:5], **extra)
     reply.guard_retries = tuple(getattr(out[5], "rejected", ()))
+    reply.rejected_openings = tuple(getattr(out[5], "rejected_openings", ()))
     return reply
 
 

@@ -95,6 +95,7 @@ class Turn:
     _reinforced: asyncio.Future[None] | None = None
     _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
     rejected: list[str] = field(default_factory=list)  # the guard's reasons, per retry
+    rejected_openings: list[str] = field(default_factory=list)  # what each one stopped
     health_notes: tuple[str, ...] = ()  # recalled health notes shown with this turn
     # The recalled notes the message is about: a reply that denies knowing them is
     # sampled again with them (``reply_guard``'s "forgot").
@@ -368,6 +369,7 @@ class Turn:
                     yield delta
                 return
             self.rejected.append(rejected.reason)
+            self.rejected_openings.append(rejected.opening)
             log.info(
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],

@@ -254,7 +254,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         """Drop the model (it is reloaded if used again); waits for a running generation."""
 
         def close_locked() -> None:
-            with self._lock:
+            with self._wanting(), self._lock:  # a read-ahead stops at its next chunk
                 llama, self._llama = self._llama, None
                 if llama is not None and hasattr(llama, "close"):
                     llama.close()

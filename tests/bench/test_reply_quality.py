@@ -137,6 +137,7 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     safety = [r for r in replies if r["part"] == "safety"]
     assert all(r["text"].startswith("Hold on, I remember this:") for r in safety)
     assert all(r["guard_retries"] == ["health"] * 3 for r in safety)
+    assert all(len(r["rejected_openings"]) == 3 for r in safety)  # what each one said
     assert last["probe_use"] == "0.000"  # the scripted chat never states a recalled fact
     assert last["lag"] != "-"
     assert "| refusal |" in out and "Faulty replies:" in out
