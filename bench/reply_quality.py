@@ -115,6 +115,10 @@ class Reply:
     lag_turns: int | None = None  # long session: earlier turns not merged at send time
     guard_retries: tuple[str, ...] = ()  # the attempts the app's reply guard stopped
     rejected_openings: tuple[str, ...] = ()  # what it stopped of each (for reading)
+    # Long session, a local chat model: prompt tokens the turn's generations read (what
+    # the cache lacked), and those read ahead in the pause before the message.
+    prompt_read: int | None = None
+    read_ahead: int | None = None
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -393,8 +397,13 @@ async def part_long(
     session = uuid.uuid4().hex
     merged: list[asyncio.Future[Any]] = []
     earlier: list[str] = []
+    counted = getattr(engine.chat, "tokens_read", None) is not None
+    before = dict(engine.chat.tokens_read) if counted else {}  # type: ignore[attr-defined]
     for n, text in enumerate(load_long()):
         lag = sum(1 for future in merged if not future.done())
+        if counted:  # what the pause read ahead, then what the turn read
+            now = engine.chat.tokens_read  # type: ignore[attr-defined]
+            ahead, before = now["ahead"] - before["ahead"], now
         out = await send(
             engine, user_id=f"bench-long-{run.seed}", persona="companion", session_id=session,
             text=text, seed=_seed(run.seed, 4000 + n), max_tokens=max_tokens,
@@ -402,10 +411,16 @@ async def part_long(
         if out[5].merged is not None:
             merged.append(out[5].merged)
         reply = _reply("long", run.seed, session, text, out, lag_turns=lag)
+        if counted:
+            now = engine.chat.tokens_read  # type: ignore[attr-defined]
+            reply.prompt_read, reply.read_ahead = now["prompt"] - before["prompt"], ahead
+            before = now
         judge(reply, earlier)
         earlier.append(reply.text)
         run.replies.append(reply)
         timing = f"ttft {reply.ttft_s:.2f} s lag {lag}"
+        if counted:
+            timing += f" read {reply.prompt_read} (+{reply.read_ahead} ahead)"
         log(f"seed {run.seed} long {n + 1}: {timing}: {_preview(reply.text)}")
         await asyncio.sleep(gap_s)
     await engine.drain()

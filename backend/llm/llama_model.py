@@ -19,13 +19,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backend.llm import presets
-from backend.llm.cache_reuse import reuse_shifted
+from backend.llm.cache_reuse import common_prefix, reuse_shifted
 from backend.llm.port import LLMUnavailable
 
 logger = logging.getLogger(__name__)
@@ -75,11 +75,13 @@ def default_threads() -> int:
     return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
-def _reuse_shifted_cache(llama: Any) -> None:
+def _reuse_shifted_cache(llama: Any, on_prompt: Callable[[int], None] | None = None) -> None:
     """Before each generation, move the cached tokens a prompt reuses past a removed span
     into place (``backend.llm.cache_reuse``): trimming a conversation's oldest messages
-    then costs only what is new. llama-cpp-python generates through ``generate``; a
-    ``Llama`` without the internals this needs is left as it is."""
+    then costs only what is new. ``on_prompt`` is told how many of the prompt's tokens
+    the cache lacks (what the generation reads before its first token). llama-cpp-python
+    generates through ``generate``; a ``Llama`` without the internals this needs is left
+    as it is."""
     generate = getattr(llama, "generate", None)
     if generate is None or not hasattr(llama, "input_ids") or not hasattr(llama, "_ctx"):
         return
@@ -90,6 +92,9 @@ def _reuse_shifted_cache(llama: Any) -> None:
         except Exception:  # the cache may be half moved: evaluate everything again
             logger.warning("prompt cache shift failed; reading the prompt again", exc_info=True)
             llama.n_tokens = 0  # eval() frees every cached position from n_tokens on
+        if on_prompt is not None:
+            cached = llama.input_ids[: llama.n_tokens].tolist()
+            on_prompt(len(tokens) - common_prefix(cached, list(tokens)))
         return generate(tokens, *args, **kwargs)
 
     llama.generate = generate_reusing
@@ -166,12 +171,14 @@ def load_llama(
     taking_turns: bool,
     background: bool,
     seed: int | None,
+    on_prompt: Callable[[int], None] | None = None,
 ) -> Any:
     """A ``Llama`` on ``file`` (its preset's file checked first), with the prompt-cache
     shift installed. ``taking_turns``: the model shares a ``ReplyFirst`` with the other
     role's; ``background``: it is the one that yields. ``n_threads=None`` means
     ``all_threads()`` when taking turns, else ``default_threads()``. Runs in a worker
-    thread; failures → ``LLMUnavailable``."""
+    thread; failures → ``LLMUnavailable``. ``on_prompt``: told, before each generation,
+    how many prompt tokens it reads (``_reuse_shifted_cache``)."""
     model = file.model
     try:
         from llama_cpp import Llama
@@ -204,7 +211,7 @@ def load_llama(
             f"{model}: cannot load {file.path} ({type(exc).__name__}): {INSTALL_HINT}",
             model=model,
         ) from exc
-    _reuse_shifted_cache(llama)
+    _reuse_shifted_cache(llama, on_prompt)
     return llama
 
 

@@ -77,6 +77,8 @@ async def test_the_next_prompt_read_ahead_is_not_read_again_by_the_reply() -> No
     llama = model._llama
     read = await model.read_ahead(HISTORY)
     assert read > 0 and llama.n_tokens > read  # the system message was in the cache
+    assert model.tokens_read["ahead"] == read
+    primed = model.tokens_read["prompt"]  # the system message, read by prime
     evaluated: list[int] = []
     plain_eval = llama.eval
 
@@ -92,6 +94,7 @@ async def test_the_next_prompt_read_ahead_is_not_read_again_by_the_reply() -> No
     # step (llama-cpp-python evaluates each sampled token).
     new = llama.tokenize(b"<|im_start|>user\nHalf full. She looked very pleased.<|im_end|>\n")
     assert evaluated[0] <= len(new) + 4 and all(n == 1 for n in evaluated[1:])
+    assert model.tokens_read["prompt"] - primed == evaluated[0]  # what benches report
     await model.aclose()
 
 
