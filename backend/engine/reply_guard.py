@@ -27,7 +27,8 @@ quality"); this guard stops the rest:
   small model falls into: "Have you thought about what kind of things they're looking
   for in an architect?" in reply after reply). Such a sentence is held until it ends,
   and only while it may still be one of these; nothing else is held
-  after the opening, and a reply is never left with nothing (``end``). Next to a
+  after the opening, and a reply is never left with nothing (``end``: an attempt whose
+  every sentence was left out is sampled again; the last one shows them). Next to a
   recalled health note every sentence is held to its end, and a go-ahead that says
   nothing of the note is replaced by the note, said back ("But remember: you are
   allergic to peanuts.").
@@ -424,15 +425,23 @@ class ReplyGuard:
         return self._sentences(piece, final=False)
 
     def end(self) -> str | Rejection:
-        """What is left to show once the stream has ended."""
+        """What is left to show once the stream has ended. A reply whose every sentence was
+        left out is a ``Rejection`` too ("repeat", or "helpdesk" when that is all it
+        said), but on the last attempt (``check_opening=False``), where it is shown."""
         if not self._released:
             verdict = self._judge_opening(self._held, final=True)
             if isinstance(verdict, Rejection):
                 return verdict
             self._released = True
             rest, self._held = self._held, ""
-            return self._sentences(rest, final=True)
-        return self._sentences("", final=True)
+        else:
+            rest = ""
+        out = self._sentences(rest, final=True)
+        if self._opening and not self._shown_any and self._dropped:
+            said = "".join(self._dropped)
+            helpdesk = all(is_helpdesk_sentence(s) for s in self._dropped)
+            return self._reject("helpdesk" if helpdesk else "repeat", said)
+        return out
 
     def _left_out(self, sentence: str) -> bool:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
@@ -553,9 +562,10 @@ class ReplyGuard:
         out = "".join(shown)
         if out.strip():
             self._shown_any = True
-        if final and not self._shown_any and self._dropped:
-            # A reply of nothing else: shown, not lost; but never a retry's hint said back
-            # (the caller then has nothing to show: ``turn_reply.lost_thread``).
+        if final and not self._shown_any and self._dropped and not self._opening:
+            # A last attempt of nothing else: shown, not lost (an earlier one is asked
+            # again: ``end``); but never a retry's hint said back (the caller then has
+            # nothing to show: ``turn_reply.lost_thread``).
             kept = [s for s in self._dropped if not self._recites_hint(words(s))]
             return out + "".join(kept)
         return out

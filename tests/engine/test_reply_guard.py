@@ -357,3 +357,13 @@ def test_not_knowing_is_fine_when_no_note_answers_a_question(
     reply = "I don't know much about weddings, but I'm here for you."
     shown, rejected = run(ReplyGuard(message, answer_notes=notes), reply)
     assert rejected is None and shown == reply
+
+
+def test_a_reply_of_nothing_but_sentences_said_before_is_asked_again() -> None:
+    earlier = ["Oh, that's great to hear! I'm glad the slides are done."]
+    reply = "Oh, that's great to hear!"  # seen as a whole reply, 36 turns into an evening
+    shown, rejected = run(ReplyGuard("ok good, that one's staying in", earlier), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "repeat"
+    # The last attempt shows it rather than nothing.
+    last = ReplyGuard("ok good, that one's staying in", earlier, check_opening=False)
+    assert run(last, reply) == (reply, None)
