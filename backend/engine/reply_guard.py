@@ -31,7 +31,8 @@ quality"); this guard stops the rest:
   every sentence was left out is sampled again; the last one shows them). Next to a
   recalled health note every sentence is held to its end, and a go-ahead that says
   nothing of the note is replaced by the note, said back ("But remember: you are
-  allergic to peanuts.").
+  allergic to peanuts."); a reply to a message that asks what to be careful with
+  (``_ASKS_CAUTION``) that never said the note ends with it.
 
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
 you/your/你/您 folded, so "you had a rough day" is the echo of "I had a rough day". Pure:
@@ -181,6 +182,11 @@ _DENIES_KNOWING = re.compile(
     r"|\byou (?:didn't|haven't|did not|have not|never) (?:tell|told|mention|say|said)\b"
     r"|我不(?:知道|记得|清楚|确定)|我没有.{0,8}(?:信息|记录)|你(?:没|没有|从没)(?:告诉|说|提)"
 )
+# A message that asks what to be careful with: the answer must say the health note.
+_ASKS_CAUTION = re.compile(
+    r"\b(?:careful|avoid|safe|watch out|look out|ok to|okay to|alright to|should i|can i|"
+    r"could i|is it (?:ok|okay|fine|safe|alright))\b|注意|小心|避免|安全|可以吗|能不能|能吃|能做"
+)
 # A question: what a note can answer ("what was my cat's name again?").
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
@@ -327,6 +333,9 @@ class ReplyGuard:
         self._clear = False  # part of the current sentence is shown: the rest goes through
         self._dropped: list[str] = []  # sentences left out
         self._reminded = False  # a health note was said back instead of a go-ahead
+        self._health_said = False  # a shown sentence mentions the health note
+        self._asks_caution = bool(_ASKS_CAUTION.search(_normal(user_text)))
+        self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
 
     # --- the opening ---------------------------------------------------------------------
@@ -441,6 +450,9 @@ class ReplyGuard:
             said = "".join(self._dropped)
             helpdesk = all(is_helpdesk_sentence(s) for s in self._dropped)
             return self._reject("helpdesk" if helpdesk else "repeat", said)
+        if self._health and self._asks_caution and not self._health_said:
+            # "Anything I should be careful with?" answered without the knee: said at the end.
+            out += self._reminder(" " if self._shown_any else "", cjk=self._cjk)
         return out
 
     def _left_out(self, sentence: str) -> bool:
@@ -463,14 +475,15 @@ class ReplyGuard:
         flat = _normal(sentence)
         return bool(_GO_AHEAD.search(flat)) and not self._mentions_health(flat, words(sentence))
 
-    def _reminder(self, sentence: str) -> str:
-        """What is shown instead of such a go-ahead: the note, said back (once)."""
+    def _reminder(self, sentence: str, *, cjk: bool | None = None) -> str:
+        """What is shown instead of such a go-ahead: the note, said back (once); also what
+        ends a reply to "anything to avoid?" that did not say it (``end``)."""
         if self._reminded:
             return ""
         self._reminded = True
         notes = " ".join(second_person(note) for note in self._health)
         lead = " " if sentence[:1].isspace() else ""
-        if any(_is_cjk(ch) for ch in sentence):
+        if cjk if cjk is not None else any(_is_cjk(ch) for ch in sentence):
             return f"{lead}不过别忘了：{notes}"
         if notes.startswith(("You ", "Your ")):
             notes = notes[0].lower() + notes[1:]
@@ -562,6 +575,8 @@ class ReplyGuard:
         out = "".join(shown)
         if out.strip():
             self._shown_any = True
+            if self._health and self._mentions_health(_normal(out), words(out)):
+                self._health_said = True
         if final and not self._shown_any and self._dropped and not self._opening:
             # A last attempt of nothing else: shown, not lost (an earlier one is asked
             # again: ``end``); but never a retry's hint said back (the caller then has

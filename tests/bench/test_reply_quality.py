@@ -138,7 +138,12 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert all(r["text"].startswith("Hold on, I remember this:") for r in safety)
     assert all(r["guard_retries"] == ["health"] * 3 for r in safety)
     assert all(len(r["rejected_openings"]) == 3 for r in safety)  # what each one said
-    assert last["probe_use"] == "0.000"  # the scripted chat never states a recalled fact
+    # The scripted chat never states a recalled fact; the guard does, for a health note
+    # the reply left out when asked what to be careful with ("But remember: …").
+    probes = [r for r in replies if r["part"] == "probes"]
+    used = [r for r in probes if r["probe_use"]]
+    assert all("But remember:" in r["text"] for r in used)
+    assert float(last["probe_use"]) == pytest.approx(len(used) / len(probes), abs=1e-3)
     assert last["lag"] != "-"
     assert "| refusal |" in out and "Faulty replies:" in out
     # The stored replies report the same again, as stored and judged anew.

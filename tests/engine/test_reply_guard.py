@@ -182,13 +182,31 @@ def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
     [
         "Yes, you can, if she makes a gluten-free batch for you.",
         "Go for it, but ask her to keep a portion for you without the gluten.",
-        "Oh, fresh pasta from your nonna sounds lovely.",
         "当然可以，不过你对麸质过敏，记得让她做一份无麸质的。",
     ],
 )
 def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(reply: str) -> None:
     shown, rejected = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), reply)
     assert rejected is None and shown == reply
+
+
+def test_asked_what_to_be_careful_with_a_reply_without_the_note_ends_with_it() -> None:
+    knee = ["The user's left knee is still bothering them after a skiing fall."]
+    # Seen with Qwen2.5-Coder-1.5B in the coach demo, the knee note next to the question.
+    reply = "Sure, I'd be happy to help you plan a leg day for tomorrow."
+    message = "Plan me a leg day for tomorrow. Anything I should be careful with?"
+    shown, rejected = run(ReplyGuard(message, health_notes=knee), reply)
+    assert rejected is None and shown == (
+        reply + " But remember: your left knee is still bothering them after a skiing fall."
+    )
+    # Said already: nothing added. Not asked: nothing added either.
+    careful = "Go easy on squats and lunges: your left knee is still healing."
+    assert run(ReplyGuard(message, health_notes=knee), careful) == (careful, None)
+    plain = "Legs it is! Let's start with a warm-up."
+    assert run(ReplyGuard("leg day tomorrow!", health_notes=knee), plain) == (plain, None)
+    pasta = "Oh, fresh pasta from your nonna sounds lovely."
+    shown, _ = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), pasta)
+    assert shown == pasta + " But remember: you have coeliac disease and must avoid gluten."
 
 
 def test_naming_what_the_user_asked_about_is_not_keeping_the_note_in_mind() -> None:
