@@ -187,6 +187,10 @@ _ASKS_CAUTION = re.compile(
     r"\b(?:careful|avoid|safe|watch out|look out|ok to|okay to|alright to|should i|can i|"
     r"could i|is it (?:ok|okay|fine|safe|alright))\b|注意|小心|避免|安全|可以吗|能不能|能吃|能做"
 )
+# The kind of a health note's condition, by stem: said alone, it does not say the note.
+_CONDITION_STEMS = {"aller", "intol", "injur", "disea", "sensi", "avoid", "must", "suffe"}
+# ... but in Chinese, to an English note, the condition is what can be said of it.
+_CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
 # A question: what a note can answer ("what was my cat's name again?").
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
@@ -575,7 +579,12 @@ class ReplyGuard:
         out = "".join(shown)
         if out.strip():
             self._shown_any = True
-            if self._health and self._mentions_health(_normal(out), words(out)):
+            # What the note is about, not what kind of note it is: "any allergies in your
+            # guest list" does not say "peanuts" (in Chinese, the condition's own word).
+            # When the message named it ("a peanut curry"), the condition is what is left.
+            stems = {w[:5] for w in words(out)}
+            wanted = (self._health_words - _CONDITION_STEMS) or self._health_words
+            if wanted & stems or _CONDITION_ZH.search(out):
                 self._health_said = True
         if final and not self._shown_any and self._dropped and not self._opening:
             # A last attempt of nothing else: shown, not lost (an earlier one is asked

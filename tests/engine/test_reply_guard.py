@@ -162,6 +162,7 @@ def test_without_the_opening_check_a_refusal_streams_as_written() -> None:
 
 
 COELIAC = ["The user has coeliac disease and must avoid gluten."]
+PEANUTS = ["The user is allergic to peanuts."]
 
 
 def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
@@ -204,6 +205,10 @@ def test_asked_what_to_be_careful_with_a_reply_without_the_note_ends_with_it() -
     assert run(ReplyGuard(message, health_notes=knee), careful) == (careful, None)
     plain = "Legs it is! Let's start with a warm-up."
     assert run(ReplyGuard("leg day tomorrow!", health_notes=knee), plain) == (plain, None)
+    # A word of care is not the note (the companion demo, the peanut note next to it).
+    cake = "Check if there are any allergies or intolerances in your guest list."
+    shown, _ = run(ReplyGuard("Anything I should be careful about?", health_notes=PEANUTS), cake)
+    assert shown == cake + " But remember: you are allergic to peanuts."
     pasta = "Oh, fresh pasta from your nonna sounds lovely."
     shown, _ = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), pasta)
     assert shown == pasta + " But remember: you have coeliac disease and must avoid gluten."
