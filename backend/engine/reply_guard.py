@@ -63,6 +63,11 @@ REPEAT_TOKENS = 5
 # reply after reply, 9% of a 67-turn evening's replies: bench.reply_quality's long
 # part) and keeps "Oh no!" or "Good night, Mei!".
 REPEAT_SENTENCE_TOKENS = 4
+# ... and one that starts with this many tokens of an earlier sentence: the loop a long
+# chat falls into says it again with a new ending ("Maybe you could try talking about
+# the challenges he's had with the dumplings…" closing nine replies of one evening:
+# bench.reply_quality's long part, seed 3).
+REPEAT_START_TOKENS = 6
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 
@@ -329,6 +334,11 @@ class ReplyGuard:
             for reply in earlier_replies
             for sentence in _split_sentences(reply)
         }
+        self._starts = {
+            sentence[:REPEAT_START_TOKENS]
+            for sentence in self._earlier_sentences
+            if len(sentence) >= REPEAT_START_TOKENS
+        }
         self._opening = check_opening
         self._held = ""
         # With a health note, even an unchecked opening is held for the health check.
@@ -465,6 +475,8 @@ class ReplyGuard:
         said = tuple(words(sentence))
         if len(said) >= REPEAT_SENTENCE_TOKENS and said in self._earlier_sentences:
             return True  # said before, word for word: the loop a small model falls into
+        if len(said) >= REPEAT_START_TOKENS and said[:REPEAT_START_TOKENS] in self._starts:
+            return True  # said before with a new ending
         if self._recites_hint(said):
             return True
         # "If you want to talk about anything else, feel free to ask!"
@@ -513,6 +525,7 @@ class ReplyGuard:
         return (
             bool(self._health)  # next to a health note, every sentence is checked whole
             or any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
+            or so_far[:REPEAT_START_TOKENS] in self._starts
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])

@@ -390,3 +390,18 @@ def test_a_reply_of_nothing_but_sentences_said_before_is_asked_again() -> None:
     # The last attempt shows it rather than nothing.
     last = ReplyGuard("ok good, that one's staying in", earlier, check_opening=False)
     assert run(last, reply) == (reply, None)
+
+
+def test_a_sentence_said_before_with_a_new_ending_is_left_out() -> None:
+    # Seen closing nine replies of one evening with Qwen2.5-Coder-1.5B.
+    earlier = ["That's great! Maybe you could try talking about the challenges he's had "
+               "with the dumplings."]  # fmt: skip
+    reply = (
+        "That's a lovely memory of her. Maybe you could try talking about the challenges "
+        "he's had with the recipe."
+    )
+    shown, rejected = run(ReplyGuard("she made them every new year", earlier), reply)
+    assert rejected is None and shown.strip() == "That's a lovely memory of her."
+    # Five words in common is a phrase, not a loop.
+    other = "That's a lovely memory. Maybe you could try talking to her about it."
+    assert run(ReplyGuard("she made them every new year", earlier), other) == (other, None)
