@@ -272,5 +272,5 @@ def test_a_demo_runs_against_a_url(tmp_path: Path) -> None:
     assert "PASS (expects any of: 'biscuit')" in text
     # The scripted chat says only the cat's name; asked what to be careful about, the
     # reply guard ends it with the recalled allergy (engine/reply_guard.py).
-    assert "But remember: you are allergic to peanuts" in text
+    assert "Biscuit. But remember: you are allergic to peanuts" in text
     assert text.splitlines()[-1] == "probes passed 2/3"

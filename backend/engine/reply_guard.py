@@ -466,7 +466,9 @@ class ReplyGuard:
             return self._reject("helpdesk" if helpdesk else "repeat", said)
         if self._health and self._asks_caution and not self._health_said:
             # "Anything I should be careful with?" answered without the knee: said at the end.
-            out += self._reminder(" " if self._shown_any else "", cjk=self._cjk)
+            # (A last attempt's left-out sentences, shown after all, count as said.)
+            said = self._shown_any or bool(out.strip())
+            out += self._reminder(" " if said and not out.endswith(" ") else "", cjk=self._cjk)
         return out
 
     def _left_out(self, sentence: str) -> bool:

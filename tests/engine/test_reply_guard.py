@@ -405,3 +405,17 @@ def test_a_sentence_said_before_with_a_new_ending_is_left_out() -> None:
     # Five words in common is a phrase, not a loop.
     other = "That's a lovely memory. Maybe you could try talking to her about it."
     assert run(ReplyGuard("she made them every new year", earlier), other) == (other, None)
+
+
+def test_the_health_note_said_at_the_end_of_a_last_attempt_left_out_is_spaced() -> None:
+    # The last attempt repeats an earlier reply: shown after all, then the note, apart.
+    guard = ReplyGuard(
+        "Anything I should be careful about?",
+        ["Your cat is Biscuit."],
+        check_opening=False,
+        health_notes=PEANUTS,
+    )
+    assert run(guard, "Your cat is Biscuit.") == (
+        "Your cat is Biscuit. But remember: you are allergic to peanuts.",
+        None,
+    )
