@@ -160,6 +160,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         self._wanted = 0
         self._wanted_lock = threading.Lock()
         self._read = {"prompt": 0, "ahead": 0}  # ``tokens_read``
+        self._prefix_formatter: Any = None  # ChatML without the reply prompt (read-ahead)
 
     @property
     def model(self) -> str:
@@ -237,12 +238,13 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
             llama = self._llama
             if llama is None:  # not loaded: warming up is ``prime``'s job
                 return 0
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+            if self._prefix_formatter is None:  # compiled once: the template never changes
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            formatter = Jinja2ChatFormatter(
-                CHATML_TEMPLATE, eos_token=CHATML_END, bos_token="", add_generation_prompt=False
-            )
-            prompt = formatter(messages=messages).prompt
+                self._prefix_formatter = Jinja2ChatFormatter(
+                    CHATML_TEMPLATE, eos_token=CHATML_END, bos_token="", add_generation_prompt=False
+                )
+            prompt = self._prefix_formatter(messages=messages).prompt
             # As llama-cpp-python's chat handler tokenizes a formatter's prompt.
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
             started = time.perf_counter()
