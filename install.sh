@@ -88,6 +88,7 @@ say "upgrading pip"
 extras=()
 [ "$dev" = 1 ] && extras+=(dev)
 [ "$local_llm" = 1 ] && extras+=(local-llm)
+[ "$dev" = 1 ] && [ "$local_llm" = 1 ] && extras+=(llama-server)
 target="."
 [ ${#extras[@]} -gt 0 ] && target=".[$(IFS=,; echo "${extras[*]}")]"
 if [ "$local_llm" = 1 ] && ! .venv/bin/python -c 'import llama_cpp' >/dev/null 2>&1; then

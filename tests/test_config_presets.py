@@ -146,3 +146,19 @@ def test_the_only_local_model_uses_every_core(
     # Two local models side by side (yield_to_reply off): llama.cpp's half each.
     side_by_side = load(tmp_path, {"chat": chat, "hippocampus": {"yield_to_reply": False}})
     assert build_chat_model(side_by_side, "chat")._n_threads is None  # type: ignore[attr-defined]
+
+
+def test_two_roles_on_one_local_server_take_turns(tmp_path: Path) -> None:
+    from backend.engine.services import reply_first
+
+    def remote(url: str) -> dict[str, str]:
+        return {"provider": "openai", "base_url": url, "model": "m"}
+
+    local = "http://127.0.0.1:8080/v1"
+    same = {"chat": remote(local), "hippocampus": remote(local), "embedding": remote(local)}
+    assert reply_first(load(tmp_path, same)) is not None
+    apart = {**same, "hippocampus": remote("http://127.0.0.1:8081/v1")}
+    assert reply_first(load(tmp_path, apart)) is None  # two servers: side by side
+    hosted = "https://api.openai.com/v1"
+    cloud = {**same, "chat": remote(hosted), "hippocampus": remote(hosted)}
+    assert reply_first(load(tmp_path, cloud, {"OPENAI_API_KEY": "sk-x"})) is None

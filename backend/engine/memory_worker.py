@@ -40,6 +40,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from backend.engine.memory_health import INVALID_TO_SWITCH
 from backend.engine.merge import run_hippocampus, write_long_term
 from backend.engine.pending_turns import (
     PendingTurn,
@@ -270,6 +271,8 @@ class MemoryWorker:
         seen = read_with_earlier(state, batch[:-1])
         # The hippocampus starts now, while the newest reply may still stream.
         result, info = await run_hippocampus(engine, seen, newest.user_text, persona)
+        engine.memory_health.hippocampus_ran(info)
+        self._switch_contract_if_failing()
         await asyncio.gather(*(p.activated for p in mine))
         recalled: list[Memory] = [m for p in mine for m in p.activated.result()]
         writes = engine.spawn(
@@ -295,6 +298,7 @@ class MemoryWorker:
             trim_to=chunked_trim(engine.settings.token_budget),
         )
         outcomes, write_error = await writes
+        engine.memory_health.writes_done(outcomes, write_error)
         try:
             await save_state(
                 engine.sessions,
@@ -310,6 +314,25 @@ class MemoryWorker:
             info["write_error"] = write_error
         await self._report(session_id, batch, info, outcomes, merged.user_emotion)
         log.debug("session %s merged through %d", session_id, through)
+
+    def _switch_contract_if_failing(self) -> None:
+        """``hippocampus.mode: auto`` on a model that keeps answering the full contract
+        with no valid JSON: ask it for facts only (the compact contract) from now on,
+        and say so in the health report."""
+        engine = self._engine
+        settings = engine.settings
+        if not (settings.hippocampus_auto and settings.hippocampus_mode == "full"):
+            return
+        if not engine.memory_health.should_switch_to_compact():
+            return
+        why = (
+            f"{engine.hippocampus.model} gave no valid JSON for the full contract "
+            f"{INVALID_TO_SWITCH} times in a row; it is now asked for facts only "
+            "(the compact contract)"
+        )
+        engine.settings = dataclasses.replace(settings, hippocampus_mode="compact")
+        engine.memory_health.note_switch(why)
+        log.warning("hippocampus: %s", why)
 
     async def _report(
         self,

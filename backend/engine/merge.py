@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from backend.engine.evidence import turn_evidence
@@ -39,7 +39,7 @@ from backend.hippocampus.compact import (
     parse_compact,
     roll_background,
 )
-from backend.llm.port import LLMError
+from backend.llm.port import Completion, LLMError, LLMStreamInterrupted
 from backend.longterm.memory import LongTermMemory, WriteOutcome
 from backend.memory.screening import Screened, accepted, screen
 from backend.memory.types import GatePolicy, Memory, Namespace
@@ -78,7 +78,7 @@ async def _ask(
             engine.hippocampus.complete(build_compact_messages(state, text), json_schema=schema),
             timeout=engine.settings.hippocampus_timeout_s,
         )
-        result = parse_compact(completion.text, state)
+        result = _parsed(parse_compact, completion, state, engine.hippocampus.model)
         # Code keeps the background: the facts that pass screening roll into it.
         facts = accepted(screen_candidates(engine, state, text, persona, result))
         background = roll_background(state.background, [c.content for c in facts])
@@ -88,7 +88,28 @@ async def _ask(
         engine.hippocampus.complete(messages, json_schema=hippocampus_schema()),
         timeout=engine.settings.hippocampus_timeout_s,
     )
-    return parse_result(completion.text, state)
+    return _parsed(parse_result, completion, state, engine.hippocampus.model)
+
+
+def _parsed(
+    parse: Callable[[str, SessionMemoryState], HippocampusResult],
+    completion: Completion,
+    state: SessionMemoryState,
+    model: str,
+) -> HippocampusResult:
+    """``parse``'s result; unreadable text from a stream with no finish reason was cut
+    short (llama-cpp-python's server ends a running stream with a bare ``[DONE]`` when
+    another request comes in): ``LLMStreamInterrupted``, so the run is asked again."""
+    try:
+        return parse(completion.text, state)
+    except HippocampusParseError:
+        if completion.finish_reason is None and completion.text:
+            raise LLMStreamInterrupted(
+                f"{model}: the answer ended with no finish reason, unreadable",
+                partial_text=completion.text,
+                model=model,
+            ) from None
+        raise
 
 
 async def run_hippocampus(
@@ -103,7 +124,14 @@ async def run_hippocampus(
         "mode": engine.settings.hippocampus_mode,
     }
     try:
-        result = await _ask(engine, state, text, persona)
+        try:
+            result = await _ask(engine, state, text, persona)
+        except LLMStreamInterrupted:
+            # Cut short mid-stream: a one-slot server (llama-cpp-python's) stops a running
+            # request for the next reply's. Asked again, it waits for that reply first
+            # (``services.reply_first``). Once: a second cut is reported as it is.
+            info["retried"] = "stream interrupted"
+            result = await _ask(engine, state, text, persona)
         if result.dropped:
             info["dropped"] = list(result.dropped)
     except TimeoutError:

@@ -25,13 +25,14 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from backend.clock import Clock, SystemClock
-from backend.config import EmbeddedHippocampus, OpenAIChat, Settings
+from backend.config import EmbeddedHippocampus, OpenAIChat, OpenAIHippocampus, Settings
 from backend.data_dir_lock import DataDirBusy, DataDirLock, acquire_data_dir, needs_owner_lock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.embedded_llama import all_threads
 from backend.llm.port import ChatModel, LLMError
 from backend.llm.reply_first import ReplyFirst
+from backend.llm.server_address import is_local_url
 from backend.longterm.memory import LongTermMemory
 from backend.longterm.outbox import OutboxError, WriteOutbox
 from backend.personas import PersonaError, PersonaRegistry
@@ -210,9 +211,23 @@ def _both_local(settings: Settings) -> bool:
     return settings.chat.provider == "embedded" and settings.hippocampus.provider == "embedded"
 
 
+def one_local_server(settings: Settings) -> bool:
+    """Both roles on one server on this machine or the local network: such servers
+    (llama-cpp-python's, llama-server, LM Studio) mostly serve one request at a time,
+    and llama-cpp-python's cuts a running stream short when another request comes in."""
+    chat, hippocampus = settings.chat, settings.hippocampus
+    if not (isinstance(chat, OpenAIChat) and isinstance(hippocampus, OpenAIHippocampus)):
+        return False
+    return chat.base_url == hippocampus.base_url and is_local_url(chat.base_url)
+
+
 def reply_first(settings: Settings) -> ReplyFirst | None:
-    """The CPU turn-taking of two local models (``backend.llm.reply_first``), or None
-    when they run side by side: a role on a server, a big machine, or turned off."""
+    """The turn-taking of the two roles (``backend.llm.reply_first``): two local models
+    on a small machine share its cores; two roles on one local server share its one
+    slot (a hippocampus request waits for the streaming reply). None when they run side
+    by side: separate servers, a big machine, or turned off."""
+    if one_local_server(settings):
+        return ReplyFirst()
     hippocampus = settings.hippocampus
     if not _both_local(settings) or not isinstance(hippocampus, EmbeddedHippocampus):
         return None
@@ -220,6 +235,10 @@ def reply_first(settings: Settings) -> ReplyFirst | None:
     if wanted == "auto":
         wanted = (os.cpu_count() or 1) < ROOM_FOR_BOTH_CORES
     return ReplyFirst() if wanted else None
+
+
+# config's hippocampus.json_mode → where the client starts (backend.llm.openai_negotiation).
+JSON_MODES = {"schema": "json_schema", "object": "json_object", "none": "prompt"}
 
 
 def build_chat_model(
@@ -259,6 +278,11 @@ def build_chat_model(
         if role_name == "chat":
             options["supports_tools"] = role.tools
             options["supports_images"] = role.vision
+        if role_name == "hippocampus":
+            options["json_mode"] = JSON_MODES[role.json_mode]
+        if turns is not None:
+            options["reply_first"] = turns
+            options["background"] = role_name == "hippocampus"
     try:
         return build(role.provider, **options)
     except LLMError as exc:
@@ -294,6 +318,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
         token_budget=settings.memory.short_term_token_budget,
         hippocampus_timeout_s=settings.hippocampus.timeout,
         hippocampus_mode=hippocampus_mode(settings),
+        hippocampus_auto=settings.hippocampus.mode == "auto",
         use_tools=isinstance(chat, OpenAIChat) and chat.tools,
         reply_guard=chat.reply_guard,
         # Known to the turn, so that a retry of the reply guard can sample a little warmer.

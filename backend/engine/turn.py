@@ -41,6 +41,7 @@ from typing import Any
 from backend.clock import Clock
 from backend.engine import report as reports
 from backend.engine.conversation_match import Placement, place, tail_needed
+from backend.engine.memory_health import MemoryHealth
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.next_prompt import NextPrompt
 from backend.engine.pending_turns import PendingTurn
@@ -99,6 +100,7 @@ class TurnEngine:
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self.memory = MemoryWorker(self, on_idle=self.read_ahead)
+        self.memory_health = MemoryHealth(clock)
         self.shown_notes = ShownNotes()
         self.next_prompt = NextPrompt()
 
@@ -411,7 +413,7 @@ class TurnEngine:
         """Recall for this turn; a failure recalls nothing (it never fails a turn)."""
         target = state.user_emotion.label if state.user_emotion else None
         try:
-            return await asyncio.to_thread(
+            activation = await asyncio.to_thread(
                 self.long_term.activate,
                 turn.namespace,
                 text,
@@ -422,6 +424,9 @@ class TurnEngine:
         except Exception:
             log.exception("activation failed for session %s", turn.session.id)
             return None
+        embedder = self.long_term.embedder is not None
+        self.memory_health.activation_done(activation.degraded, embedder=embedder)
+        return activation
 
     def spawn(self, coro: Any) -> asyncio.Future[Any]:
         """Background work the engine owns: ``drain`` waits for it (merges, reinforcement,

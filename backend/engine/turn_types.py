@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from backend.engine.conversation_match import ClientMessage, Final
+from backend.engine.memory_health import MemoryHealth
 from backend.llm.port import ChatModel, Sampling
 from backend.longterm.memory import Activation, LongTermMemory, WriteOutcome
 from backend.sessions.store import SessionStore
@@ -33,6 +34,9 @@ class TurnSettings:
     use_tools: bool  # the chat provider supports function calling (config)
     # Replies go through backend.engine.reply_guard (config: chat.reply_guard).
     reply_guard: bool
+    # The mode is config's "auto": the memory worker may turn a full contract that keeps
+    # failing validation into the compact one (backend.engine.memory_health).
+    hippocampus_auto: bool = False
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
 
@@ -96,6 +100,7 @@ class EngineParts(Protocol):
     chat: ChatModel
     hippocampus: ChatModel
     settings: TurnSettings
+    memory_health: MemoryHealth
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run ``coro`` as background work the engine owns (``TurnEngine.drain``)."""

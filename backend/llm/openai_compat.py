@@ -6,32 +6,46 @@ Every request streams. Retries (connect errors, timeouts, 429, 5xx) are the SDK'
 once a delta has been yielded a failure is never retried and surfaces as
 ``LLMStreamInterrupted`` carrying the partial text.
 
-What the server accepts is learnt per instance, from 400/422 answers, and remembered once
-a downgraded request succeeds:
+What the server accepts is learnt per instance (one model on one server), from the
+answers that turn a request down, and remembered once a request without the blamed part
+succeeds (``backend.llm.openai_negotiation`` reads the complaint):
 
 - ``stream_options={"include_usage": true}`` is sent until the server rejects it;
 - a ``json_schema`` goes as ``response_format={"type": "json_schema", ...}``, else
-  ``{"type": "json_object"}`` plus the schema in the system prompt, else the schema in the
-  system prompt only.
+  ``{"type": "json_object", "schema": ...}`` plus the schema in the system prompt, else
+  ``{"type": "json_object"}`` plus the prompt, else the schema in the system prompt only;
+  ``json_mode`` (config ``hippocampus.json_mode``) sets where to start;
+- a sampling field the server names in its complaint (``top_k``, ``min_p``, ``seed``,
+  ``logit_bias``, ...) is no longer sent.
 
-A call's ``Sampling`` is sent as it is, only the fields that are set (how, and the schema
-in the prompt: ``backend.llm.openai_request``). A server that rejects one answers 400:
-an ``LLMBadRequest``.
+A complaint counts whatever its status: 400 and 422 by the book, and 500, which is what
+llama-cpp-python's server answers for a ``response_format`` type it does not know. A call's
+``Sampling`` is sent as it is, only the fields that are set (how, and the schema in the
+prompt: ``backend.llm.openai_request``).
 """
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
-from backend.llm.openai_request import sampling_params, schema_name, with_instruction
+from backend.llm.openai_negotiation import DOWNGRADE, JsonMode, Offer, step_down
+from backend.llm.openai_request import (
+    sampling_fields,
+    sampling_params,
+    schema_name,
+    with_instruction,
+    without_fields,
+    without_size_bounds,
+)
 from backend.llm.port import (
     Delta,
     Finish,
@@ -50,22 +64,23 @@ from backend.llm.port import (
     Usage,
     schema_instruction,
 )
+from backend.llm.reply_first import ReplyFirst
+from backend.llm.server_address import is_local_url
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NO_KEY_PLACEHOLDER", "JsonMode", "OpenAICompatChatModel", "sampling_params"]
-
-JsonMode = Literal["json_schema", "json_object", "prompt"]
-_DOWNGRADE: dict[JsonMode, JsonMode] = {"json_schema": "json_object", "json_object": "prompt"}
+__all__ = [
+    "NO_KEY_PLACEHOLDER",
+    "JsonMode",
+    "OpenAICompatChatModel",
+    "sampling_params",
+]
 
 # Sent as the API key when none is configured: local servers (llama.cpp, Ollama, vLLM
 # without --api-key) ignore it, and the SDK refuses to run without some key. Passing it
 # explicitly also stops the SDK from picking up OPENAI_API_KEY from the environment and
 # sending a real key to a server that was never meant to get it.
 NO_KEY_PLACEHOLDER = "no-key"
-
-# Statuses on which a server tells us it does not understand a parameter.
-_REJECTED_PARAMETER = (400, 422)
 
 
 @dataclass
@@ -82,7 +97,13 @@ class OpenAICompatChatModel(StreamingChatModel):
     ``max_tokens`` of 0, are not sent). ``timeout`` bounds connecting and each read
     (a stalled stream fails after it); ``max_retries`` is the SDK's retry count before the
     first token. ``supports_tools=False`` marks a server or model without function calling;
-    ``supports_images=True`` a vision model (messages may carry image parts).
+    ``supports_images=True`` a vision model (messages may carry image parts);
+    ``json_mode`` how a ``json_schema`` is asked for at first (it steps down from there).
+    ``reply_first`` (shared with the other role's instance) and ``background``: the
+    roles take turns on one server that serves one request at a time: a background
+    model's request waits until no foreground reply is streaming
+    (``backend.llm.reply_first``; llama-cpp-python's server cuts a running stream short
+    when another request comes in).
 
     Failure policy: every failure is an ``LLMError`` (see ``backend.llm.port``); messages
     name the model and the server, never the key. Construction never does I/O.
@@ -100,6 +121,9 @@ class OpenAICompatChatModel(StreamingChatModel):
         max_retries: int = 2,
         supports_tools: bool = True,
         supports_images: bool = False,
+        json_mode: JsonMode = "json_schema",
+        reply_first: ReplyFirst | None = None,
+        background: bool = False,
     ) -> None:
         self._model = model
         self._server = _public_origin(base_url)
@@ -109,7 +133,7 @@ class OpenAICompatChatModel(StreamingChatModel):
         self._timeout = timeout
         self._supports_tools = supports_tools
         self._supports_images = supports_images
-        if not api_key and not _is_local(base_url):
+        if not api_key and not is_local_url(base_url):
             logger.warning("no API key configured for %s; it will probably refuse", self._server)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -117,8 +141,15 @@ class OpenAICompatChatModel(StreamingChatModel):
             timeout=timeout,
             max_retries=max_retries,
         )
-        self._json_mode: JsonMode = "json_schema"
+        if json_mode not in (*DOWNGRADE, "prompt"):
+            raise ValueError(f"unknown json_mode {json_mode!r}")
+        self._json_mode: JsonMode = json_mode
         self._include_usage: bool | None = None  # None: not known yet
+        self._refused_sampling: set[str] = set()  # sampling fields the server turned down
+        # Shared with the other role's instance on the same one-slot server: a background
+        # model (the hippocampus) opens its requests only while no reply streams.
+        self._reply_first = reply_first
+        self._background = background
 
     @property
     def model(self) -> str:
@@ -142,6 +173,11 @@ class OpenAICompatChatModel(StreamingChatModel):
         """How a ``json_schema`` is sent now (learnt from the server's answers)."""
         return self._json_mode
 
+    @property
+    def refused_sampling(self) -> frozenset[str]:
+        """The sampling fields this server turned down (no longer sent)."""
+        return frozenset(self._refused_sampling)
+
     async def aclose(self) -> None:
         await self._client.close()
 
@@ -159,6 +195,22 @@ class OpenAICompatChatModel(StreamingChatModel):
             raise LLMBadRequest(
                 f"{self._model} is configured without tool support", model=self._model
             )
+        turns = self._reply_first
+        with contextlib.nullcontext() if turns is None or self._background else turns.foreground():
+            async for delta in self._stream(
+                messages, tools, json_schema, temperature, max_tokens, sampling
+            ):
+                yield delta
+
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        json_schema: JsonSchema | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        sampling: Sampling | None,
+    ) -> AsyncIterator[Delta]:
         started = time.perf_counter()
         sdk_stream = await self._open(
             messages, tools, json_schema, temperature, max_tokens, sampling
@@ -224,52 +276,80 @@ class OpenAICompatChatModel(StreamingChatModel):
         max_tokens: int | None,
         sampling: Sampling | None = None,
     ) -> openai.AsyncStream[Any]:
-        include_usage = self._include_usage is not False
-        json_mode: JsonMode | None = self._json_mode if json_schema is not None else None
+        sampling_sent = without_fields(sampling_params(sampling), self._refused_sampling)
+        offer = Offer(
+            json_mode=self._json_mode if json_schema is not None else None,
+            include_usage=self._include_usage is not False,
+            sampling=sampling_fields(sampling_sent),
+        )
         while True:
             params = self._params(
-                messages, tools, json_schema, json_mode, include_usage, temperature, max_tokens
+                messages,
+                tools,
+                json_schema,
+                offer.json_mode,
+                offer.include_usage,
+                temperature,
+                max_tokens,
             )
-            params.update(sampling_params(sampling))
+            params.update(without_fields(sampling_sent, offer.dropped))
+            if self._reply_first is not None and self._background:
+                # Each attempt, not only the first: a reply may have started meanwhile.
+                await asyncio.to_thread(self._reply_first.wait_for_foreground)
             try:
                 sdk_stream: openai.AsyncStream[Any] = await self._client.chat.completions.create(
                     **params
                 )
                 break
             except openai.APIStatusError as exc:
-                if exc.status_code not in _REJECTED_PARAMETER:
-                    raise self._failure(exc, []) from exc
-                complaint = str(exc.message).lower()
-                usage_unknown = include_usage and self._include_usage is None
-                can_downgrade = json_mode in _DOWNGRADE
-                blames_format = "response_format" in complaint or "json" in complaint
-                if usage_unknown and ("stream_options" in complaint or not blames_format):
-                    include_usage = False
-                elif can_downgrade and json_mode is not None:
-                    json_mode = _DOWNGRADE[json_mode]
-                elif usage_unknown:
-                    include_usage = False
-                else:
-                    raise self._failure(exc, []) from exc
-                logger.debug(
-                    "%s: HTTP %s, retrying with fewer options", self._model, exc.status_code
+                lower = step_down(
+                    offer,
+                    str(exc.message),
+                    exc.status_code,
+                    usage_known=self._include_usage is not None,
                 )
+                if lower is None:
+                    raise self._failure(exc, []) from exc
+                logger.info(
+                    "%s at %s: HTTP %s (%s); retrying with %s",
+                    self._model,
+                    self._server,
+                    exc.status_code,
+                    self._redact(str(exc.message))[:200],
+                    lower.change_from(offer),
+                )
+                offer = lower
             except Exception as exc:
                 raise self._failure(exc, []) from exc
+        self._learn(offer)
+        return sdk_stream
+
+    def _learn(self, accepted: Offer) -> None:
+        """Remember what a request that went through did without."""
         if self._include_usage is None:
-            self._include_usage = include_usage
-            if not include_usage:
+            self._include_usage = accepted.include_usage
+            if not accepted.include_usage:
                 logger.info(
                     "%s at %s: no stream_options support, usage not requested",
                     self._model,
                     self._server,
                 )
-        if json_mode is not None and json_mode != self._json_mode:
+        if accepted.json_mode is not None and accepted.json_mode != self._json_mode:
             logger.info(
-                "%s at %s: JSON output now requested as %s", self._model, self._server, json_mode
+                "%s at %s: JSON output now requested as %s",
+                self._model,
+                self._server,
+                accepted.json_mode,
             )
-            self._json_mode = json_mode
-        return sdk_stream
+            self._json_mode = accepted.json_mode
+        if accepted.dropped - self._refused_sampling:
+            logger.info(
+                "%s at %s: no longer sending %s",
+                self._model,
+                self._server,
+                ", ".join(sorted(accepted.dropped - self._refused_sampling)),
+            )
+            self._refused_sampling |= accepted.dropped
 
     def _params(
         self,
@@ -302,6 +382,9 @@ class OpenAICompatChatModel(StreamingChatModel):
             else:
                 if json_mode == "json_object":
                     params["response_format"] = {"type": "json_object"}
+                elif json_mode == "json_object_with_schema":
+                    schema = without_size_bounds(dict(json_schema))
+                    params["response_format"] = {"type": "json_object", "schema": schema}
                 wire_messages = with_instruction(wire_messages, schema_instruction(json_schema))
         params["messages"] = wire_messages
         return params
@@ -353,14 +436,3 @@ def _public_origin(base_url: str) -> str:
     if ":" in host and parts.hostname:
         host = f"[{host}]"  # IPv6
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
-
-
-def _is_local(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local

@@ -61,3 +61,39 @@ def schema_name(json_schema: JsonSchema) -> str:
     title = str(json_schema.get("title") or "reply")
     name = "".join(c if c.isalnum() or c in "_-" else "_" for c in title if c.isascii())[:64]
     return name or "reply"
+
+
+def sampling_fields(params: dict[str, Any]) -> frozenset[str]:
+    """The names of the optional sampling fields in ``sampling_params``'s answer (``stop``
+    is not optional: a client's stop strings end its replies)."""
+    names = {name for name in params if name not in ("stop", "extra_body")}
+    return frozenset(names | set(params.get("extra_body", {})))
+
+
+def without_fields(params: dict[str, Any], names: frozenset[str] | set[str]) -> dict[str, Any]:
+    """``sampling_params``'s answer without the fields ``names`` (top level or extra)."""
+    kept = {name: value for name, value in params.items() if name not in names}
+    extra = {k: v for k, v in params.get("extra_body", {}).items() if k not in names}
+    if extra:
+        kept["extra_body"] = extra
+    else:
+        kept.pop("extra_body", None)
+    return kept
+
+
+# JSON-schema keywords that only bound sizes. llama-cpp-python's server turns a schema
+# into a grammar where each bound repeats a rule, and a schema with a few long strings
+# makes a grammar it cannot parse ("exceeds sane defaults"; its process then dies on
+# the request). The adapter's caller validates sizes on the answer anyway.
+_SIZE_BOUNDS = frozenset(
+    {"maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties"}
+)
+
+
+def without_size_bounds(schema: Any) -> Any:
+    """``schema`` without its size bounds, at every depth (a copy)."""
+    if isinstance(schema, dict):
+        return {k: without_size_bounds(v) for k, v in schema.items() if k not in _SIZE_BOUNDS}
+    if isinstance(schema, list):
+        return [without_size_bounds(item) for item in schema]
+    return schema

@@ -10,9 +10,13 @@
 It serves ``POST /v1/chat/completions`` (streaming, as ``data: {chunk}\\n\\n`` events then
 ``data: [DONE]``, and non-streaming) and ``GET /v1/models``. Each chat request takes the
 next queued ``Reply`` (first in, first out), else ``server.default``. ``server.reject``
-names request features answered with a 400 whatever the queue says (``"json_schema"``,
-``"json_object"``, ``"stream_options"``, ``"tools"``): a server that lacks them. Every
-request is recorded (headers and JSON body) in ``server.requests``.
+names request features answered with an error whatever the queue says (``"json_schema"``,
+``"json_object"``, ``"json_object_schema"`` (a ``schema`` beside ``json_object``),
+``"stream_options"``, ``"tools"``, or a sampling field by its name:
+``"top_k"``, ``"seed"``, ...): a server that lacks them. The error is a 400 naming the
+feature, or ``server.reject_status`` with ``server.reject_message`` when set (a server
+that answers 500 in its own words). Every request is recorded (headers and JSON body)
+in ``server.requests``.
 
 Only the standard library: ``ThreadingHTTPServer`` in a daemon thread, HTTP/1.1 with
 chunked transfer encoding for streams (so a dropped connection is visible as one).
@@ -99,6 +103,8 @@ class ScriptedOpenAIServer:
         self.default = default or Reply()
         self.models = list(models)
         self.reject: set[str] = set()
+        self.reject_status = 400
+        self.reject_message: str | None = None  # None: "unsupported parameter: <feature>"
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -192,7 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         rejected = _features(body) & scripted.reject
         if rejected:
-            self._send_error(400, f"unsupported parameter: {sorted(rejected)[0]}")
+            message = scripted.reject_message or f"unsupported parameter: {sorted(rejected)[0]}"
+            # A 5xx is retried by the SDK: ask it to wait 1 ms, which keeps the tests fast.
+            self._send_error(scripted.reject_status, message, headers={"retry-after-ms": "1"})
             return
         reply = scripted._next_reply()
         if reply.hang:
@@ -332,11 +340,17 @@ def _features(body: dict[str, Any]) -> set[str]:
         "json_object",
     ):
         found.add(str(response_format["type"]))
+        if "schema" in response_format and response_format["type"] == "json_object":
+            found.add("json_object_schema")  # llama-cpp-python's schema beside JSON mode
     if "stream_options" in body:
         found.add("stream_options")
     if body.get("tools"):
         found.add("tools")
+    found.update(name for name in _SAMPLING if name in body)
     return found
+
+
+_SAMPLING = ("top_k", "min_p", "seed", "logit_bias", "top_p", "frequency_penalty")
 
 
 def _content_deltas(reply: Reply) -> Iterator[dict[str, Any]]:

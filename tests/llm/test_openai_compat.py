@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from backend.llm.openai_compat import NO_KEY_PLACEHOLDER, OpenAICompatChatModel
+from backend.llm.openai_request import without_size_bounds
 from backend.llm.port import (
     Delta,
     Finish,
@@ -133,7 +135,7 @@ async def test_json_schema_is_sent_as_response_format(server: ScriptedOpenAIServ
 async def test_json_schema_rejected_falls_back_to_json_object_and_remembers(
     server: ScriptedOpenAIServer,
 ) -> None:
-    server.reject = {"json_schema"}
+    server.reject = {"json_schema", "json_object_schema"}
     model = adapter(server)
     system = [{"role": "system", "content": "You are terse."}, *HELLO]
     first = await model.complete(system, json_schema=SCHEMA)
@@ -142,18 +144,20 @@ async def test_json_schema_rejected_falls_back_to_json_object_and_remembers(
 
     assert first.text and second.text
     sent = [r.body for r in server.chat_requests]
-    assert [b.get("response_format", {}).get("type") for b in sent] == [
-        "json_schema",
-        "json_object",
-        "json_object",  # remembered: no second json_schema attempt
+    assert [b.get("response_format") for b in sent] == [
+        {"type": "json_schema", "json_schema": {"name": "mood_report", "schema": SCHEMA}},
+        # llama-cpp-python's way, the size bounds left out of its grammar
+        {"type": "json_object", "schema": without_size_bounds(SCHEMA)},
+        {"type": "json_object"},
+        {"type": "json_object"},  # remembered: no second json_schema attempt
     ]
     # the schema travels in the (single, leading) system message instead
-    messages = sent[1]["messages"]
+    messages = sent[2]["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"].startswith("You are terse.\n\n")
     assert '"maxLength": 20' in messages[0]["content"]
     # the rejection was about response_format, so usage is still requested
-    assert sent[1]["stream_options"] == {"include_usage": True}
+    assert sent[2]["stream_options"] == {"include_usage": True}
     assert model.json_mode == "json_object"
     assert not model.supports_json_schema
 
@@ -168,6 +172,7 @@ async def test_json_modes_rejected_falls_back_to_prompting(server: ScriptedOpenA
     sent = [r.body for r in server.chat_requests]
     assert [b.get("response_format", {}).get("type") for b in sent] == [
         "json_schema",
+        "json_object",  # with the schema beside it
         "json_object",
         None,
         None,
@@ -485,3 +490,105 @@ async def test_images_are_off_unless_configured(server: ScriptedOpenAIServer) ->
     assert vision.supports_images
     await plain.aclose()
     await vision.aclose()
+
+
+# What llama-cpp-python's server (0.3.x) answers for response_format json_schema: a 500
+# carrying its pydantic validation error (tests/llm/test_llama_cpp_server.py meets the real one).
+LLAMA_CPP_COMPLAINT = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
+    "  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']"
+)
+
+
+async def test_a_500_that_blames_response_format_steps_down_and_is_remembered(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.reject, server.reject_status = {"json_schema"}, 500
+    server.reject_message = LLAMA_CPP_COMPLAINT
+    model = adapter(server)
+    first = await model.complete(HELLO, json_schema=SCHEMA)
+    await model.complete(HELLO, json_schema=SCHEMA)
+    await model.aclose()
+
+    assert first.text
+    kinds = [r.body.get("response_format", {}).get("type") for r in server.chat_requests]
+    # the SDK retries a 500 itself (max_retries=2) before the adapter reads the complaint
+    assert kinds == ["json_schema"] * 3 + ["json_object", "json_object"]
+    schema = server.chat_requests[-1].body["response_format"]["schema"]
+    assert schema == without_size_bounds(SCHEMA) and "maxLength" not in str(schema)
+    assert model.json_mode == "json_object_with_schema"
+
+
+async def test_a_500_that_blames_nothing_is_a_failure_not_a_step_down(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.enqueue(Reply.error(500, "CUDA out of memory"), times=3)
+    model = adapter(server)
+    with pytest.raises(LLMUnavailable):
+        await model.complete(HELLO, json_schema=SCHEMA)
+    await model.aclose()
+    assert {r.body["response_format"]["type"] for r in server.chat_requests} == {"json_schema"}
+    assert model.json_mode == "json_schema"
+
+
+@pytest.mark.parametrize("status", [400, 422, 500])
+@pytest.mark.parametrize("field", ["top_k", "min_p", "seed", "logit_bias"])
+async def test_a_sampling_field_the_server_names_is_dropped_and_the_rest_sent(
+    server: ScriptedOpenAIServer, field: str, status: int
+) -> None:
+    server.reject, server.reject_status = {field}, status
+    server.reject_message = f"Unrecognized request argument supplied: {field}"
+    model = adapter(server, max_retries=0)
+    sampling = Sampling(top_k=20, min_p=0.05, seed=7, logit_bias={"50256": -100}, top_p=0.9)
+    await model.complete(HELLO, sampling=sampling)
+    await model.complete(HELLO, sampling=sampling)
+    await model.aclose()
+
+    first, retried, second = (r.body for r in server.chat_requests)
+    assert field in first
+    for body in (retried, second):  # remembered: the second call does not try it again
+        assert field not in body
+        assert body["top_p"] == 0.9  # the other fields still go
+        assert {"top_k", "min_p", "seed", "logit_bias"} - {field} <= set(body)
+    assert model.refused_sampling == {field}
+
+
+async def test_json_mode_from_the_configuration_is_where_the_client_starts(
+    server: ScriptedOpenAIServer,
+) -> None:
+    model = adapter(server, json_mode="json_object")
+    await model.complete(HELLO, json_schema=SCHEMA)
+    prompted = adapter(server, json_mode="prompt")
+    await prompted.complete(HELLO, json_schema=SCHEMA)
+    await model.aclose()
+    await prompted.aclose()
+    sent = [r.body for r in server.chat_requests]
+    assert sent[0]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in sent[1]
+    assert "JSON Schema" in sent[1]["messages"][0]["content"]
+
+
+async def test_on_one_slot_server_the_hippocampus_opens_only_once_the_reply_ended(
+    server: ScriptedOpenAIServer,
+) -> None:
+    """Both roles on one local server (``services.reply_first``): a background request
+    waits for the streaming reply, which it would otherwise cut short there."""
+    from backend.llm.reply_first import ReplyFirst
+
+    turns = ReplyFirst()
+    chat = adapter(server, reply_first=turns)
+    hippocampus = adapter(server, reply_first=turns, background=True)
+    server.enqueue(Reply(chunks=["one", " two", " three"], chunk_delay_s=0.05))
+    requests_when_the_reply_ended: list[int] = []
+    remembering: list[asyncio.Task[Any]] = []
+    async for delta in chat.stream(HELLO):
+        if isinstance(delta, TextDelta) and delta.text == "one":  # mid-reply
+            remembering.append(asyncio.create_task(hippocampus.complete(HELLO, json_schema=SCHEMA)))
+            await asyncio.sleep(0)  # let it try to open its request
+    requests_when_the_reply_ended.append(len(server.chat_requests))
+    await remembering[0]
+    await chat.aclose()
+    await hippocampus.aclose()
+    assert requests_when_the_reply_ended == [1]  # the hippocampus had not sent yet
+    assert len(server.chat_requests) == 2
+    assert "response_format" in server.chat_requests[1].body

@@ -1,0 +1,109 @@
+"""Every key of a remote ``chat`` or ``hippocampus`` section (docs/configuration.md,
+"provider": "openai") changes what the app sends or how it talks to the server: no key is
+validated, documented and then dropped on the way (issue 26: ``json_mode`` was).
+
+Each key is set to a value other than its default, the role's model is built as the app
+builds it (``services.build_chat_model``) and makes one request to a scripted server;
+what the server received, and how the client and the turn are set up, must differ from
+the same request with the key left out. A key added to the sections without an entry
+here fails ``test_every_key_has_a_check``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.config import OpenAIChat, OpenAIHippocampus, load_settings
+from backend.engine.services import build_chat_model, hippocampus_mode, turn_settings
+from tests.llm.scripted_server import ScriptedOpenAIServer
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA: dict[str, Any] = {
+    "title": "facts",
+    "type": "object",
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+}
+HELLO = [{"role": "user", "content": "hello"}]
+ENV = {"ROLE_KEY": "sk-from-the-environment"}
+
+# key → the value to set (the server's port is filled in for base_url). The default of
+# every key is what a minimal section ({"provider", "base_url", "model"}) gets.
+CHANGED: dict[str, dict[str, Any]] = {
+    "chat": {
+        "provider": None,  # the tag: "openai" is what this whole test is about
+        "base_url": "http://localhost:{port}/v1",
+        "model": "another-model",
+        "api_key": "sk-written-in-the-file",
+        "api_key_env": "ROLE_KEY",
+        "timeout": 7.5,
+        "max_retries": 5,
+        "temperature": 1.3,
+        "max_tokens": 99,
+        "tools": True,
+        "vision": True,
+        "reply_guard": False,
+    },
+    "hippocampus": {
+        "provider": None,
+        "base_url": "http://localhost:{port}/v1",
+        "model": "another-model",
+        "api_key": "sk-written-in-the-file",
+        "api_key_env": "ROLE_KEY",
+        "timeout": 7.5,
+        "max_retries": 5,
+        "temperature": 1.3,
+        "max_tokens": 99,
+        "mode": "compact",
+        "json_mode": "object",
+    },
+}
+SECTIONS = {"chat": OpenAIChat, "hippocampus": OpenAIHippocampus}
+
+
+def test_every_key_has_a_check() -> None:
+    for role, section in SECTIONS.items():
+        assert set(section.model_fields) == set(CHANGED[role]), role
+
+
+async def _observe(tmp_path: Path, server: ScriptedOpenAIServer, role: str, extra: dict) -> Any:
+    section = {"provider": "openai", "base_url": server.base_url, "model": "scripted-model"}
+    section.update(extra)
+    other = {"provider": "openai", "base_url": server.base_url, "model": "scripted-model"}
+    config = {"chat": other, "hippocampus": other, role: section}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    settings = load_settings(tmp_path / "config.json", ENV)
+    model: Any = build_chat_model(settings, role)
+    before = len(server.chat_requests)
+    await model.complete(HELLO, json_schema=SCHEMA if role == "hippocampus" else None)
+    await model.aclose()
+    sent = server.chat_requests[before]
+    client = model._client  # the SDK client: its timeout and retries are not on the wire
+    return {
+        "body": sent.body,
+        "host": sent.headers.get("host"),
+        "authorization": sent.headers.get("authorization"),
+        "client": (client.timeout, client.max_retries),
+        "model": (model.supports_tools, model.supports_images),
+        "turn": turn_settings(settings),
+        "mode": hippocampus_mode(settings),
+    }
+
+
+@pytest.mark.parametrize(
+    ("role", "key"),
+    [(role, key) for role, keys in CHANGED.items() for key, value in keys.items() if value],
+)
+async def test_the_key_changes_what_is_sent(
+    tmp_path: Path, server: ScriptedOpenAIServer, role: str, key: str
+) -> None:
+    value = CHANGED[role][key]
+    if isinstance(value, str):
+        value = value.format(port=server.base_url.split(":")[2].split("/")[0])
+    default = await _observe(tmp_path, server, role, {})
+    changed = await _observe(tmp_path, server, role, {key: value})
+    assert changed != default
