@@ -4,6 +4,10 @@
 met records the store could not read (tolerant reads, ``backend.stores.chroma_store``);
 the store still answers with the rest, so it does not make the status ``degraded``: run
 ``limbic-memory doctor`` (docs/reliability.md).
+
+``memory`` is whether memories are being formed and saved (``backend.engine.memory_health``):
+``ok: false`` with a ``warning`` in words once a part failed several times in a row (the
+hippocampus, the store's writes, the embedder), which makes the status ``degraded``.
 """
 
 from __future__ import annotations
@@ -116,6 +120,9 @@ def check_dependencies(services: Services) -> dict[str, Any]:
         deps["session_db"] = {"ok": False, "error": type(exc).__name__}
     for name in ("chat", "hippocampus", "embedding"):
         deps[name] = _role(services, name)
+    # Whether memories are being formed and saved: the recent outcomes, not a probe (a
+    # server can be up and turn every hippocampus request down).
+    deps["memory"] = services.engine.memory_health.report()
     deps["checked_ms"] = round((time.perf_counter() - started) * 1e3, 1)
     return deps
 
@@ -124,9 +131,8 @@ def check_dependencies(services: Services) -> dict[str, Any]:
 async def healthz(services: ServicesDep, response: Response) -> dict[str, Any]:
     deps = await asyncio.to_thread(check_dependencies, services)
     essential = deps["vector_store"]["ok"] and deps["session_db"]["ok"]
-    status = (
-        "ok" if essential and all(deps[r]["ok"] for r in ("chat", "hippocampus")) else "degraded"
-    )
+    working = all(deps[part]["ok"] for part in ("chat", "hippocampus", "memory"))
+    status = "ok" if essential and working else "degraded"
     if not deps["session_db"]["ok"]:
         response.status_code = 503
     return {"status": status, "dependencies": deps}

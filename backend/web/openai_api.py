@@ -169,6 +169,16 @@ async def nemo_chat_stream(
     return await _chat(request, body, user, services, steps=True)
 
 
+# Set while memory is not being saved (``backend.engine.memory_health``), with the reason.
+MEMORY_WARNING_HEADER = "X-Limbic-Memory-Warning"
+
+
+def header_text(text: str, limit: int = 300) -> str:
+    """``text`` as one line of ASCII that fits in a header (other characters as ``?``)."""
+    flat = " ".join(text.split())[:limit]
+    return flat.encode("ascii", "replace").decode("ascii")
+
+
 async def _chat(
     request: Request, body: ChatRequest, user: str, services: Any, *, steps: bool
 ) -> Any:
@@ -185,6 +195,9 @@ async def _chat(
     stack = AsyncExitStack()
     turn = await begin_turn(stack, services, turn_request)
     headers = {"X-Session-Id": turn.session.id}
+    warning = services.engine.memory_health.warning()
+    if warning is not None:  # memory that stops forming is never silent, here either
+        headers[MEMORY_WARNING_HEADER] = header_text(warning)
     cid = f"chatcmpl-{turn.turn_id}"
     try:
         return await respond(

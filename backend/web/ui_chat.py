@@ -193,6 +193,7 @@ async def chat_page(
         "personas": list(services.personas),
         "default_persona": services.personas.default.id,
         "max_chars": services.settings.server.max_message_chars,
+        "memory_warning": services.engine.memory_health.warning(),
     }
     if current is not None:
         messages = await asyncio.to_thread(services.sessions.transcript, current.id)
@@ -390,5 +391,7 @@ async def memory_panel(
     if entry is not None:
         timeout = services.engine.settings.hippocampus_timeout_s + 10.0
         report = await turns.wait_merged(entry, timeout)
-    context = await panel_context(services, session.id, report)
-    return render(request, "_panel.html", {"panel": context})
+    panel = await panel_context(services, session.id, report)
+    warning = services.engine.memory_health.warning()
+    context = {"panel": panel, "memory_warning": warning, "oob": True}
+    return render(request, "_panel.html", context)

@@ -147,6 +147,16 @@ def _roles(services: Services) -> list[dict[str, Any]]:
     return roles
 
 
+def _memory_row(memory: dict[str, Any]) -> dict[str, Any]:
+    """The health list's line for memory forming and saving (``MemoryHealth.report``)."""
+    row: dict[str, Any] = {"name": "Memory saving", "ok": memory["ok"]}
+    if not memory["ok"]:
+        row["down"] = memory["warning"]
+    if memory.get("contract_switched"):
+        row["note"] = memory["contract_switched"]
+    return row
+
+
 @router.get("/status", response_class=HTMLResponse)
 async def status_page(request: Request, auth: UiReader) -> Response:
     services = services_of(request)
@@ -156,6 +166,7 @@ async def status_page(request: Request, auth: UiReader) -> Response:
         {"name": "Long-term memory store", **checks["vector_store"]},
         *({"name": f"{role} model", **checks[role]} for role in ("chat", "hippocampus")),
         {"name": "embedding model", **checks["embedding"]},
+        _memory_row(checks["memory"]),
     ]
     personas = list(services.personas)
     counts = await asyncio.gather(
