@@ -118,7 +118,8 @@ class EmbeddedChat(_Embedded):
 
 # The hippocampus contract (backend.hippocampus, docs/memory-formation.md): "full" (the
 # model rewrites background, short-term and long-term), "compact" asks only for facts
-# (small local models); "auto": compact for an embedded model, full for a remote one.
+# (small local models); "auto": compact for an embedded model or a server on a loopback
+# or private address, full for a hosted one (backend.engine.services.hippocampus_mode).
 HippocampusMode = Literal["auto", "full", "compact"]
 
 

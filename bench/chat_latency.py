@@ -278,8 +278,9 @@ def derived_config(
             "model": "bench-hippocampus",
             "max_retries": 0,
         }
-        if old.get("mode") is not None:
-            hippocampus["mode"] = old["mode"]
+        # Named, not "auto" (compact for a server on loopback): the scripted answers
+        # follow hippocampus_mode below.
+        hippocampus["mode"] = hippocampus_mode({"hippocampus": old})
         data["hippocampus"] = hippocampus
     data["storage"] = {"data_dir": str(data_dir)}
     server = data.get("server") if isinstance(data.get("server"), dict) else {}
@@ -297,7 +298,8 @@ def derived_config(
 
 
 def hippocampus_mode(data: dict[str, Any]) -> str:
-    """The contract the scripted hippocampus answers (``auto`` → full for a remote one)."""
+    """The contract the scripted hippocampus answers: compact when the source config asks
+    for it, else full (``derived_config`` names it, so "auto" never decides)."""
     section = data.get("hippocampus")
     mode = section.get("mode") if isinstance(section, dict) else None
     return "compact" if mode == "compact" else "full"

@@ -287,7 +287,11 @@ async def run(args: argparse.Namespace) -> list[str]:
                     "model": "bench-chat",
                     "reply_guard": False,
                 },
-                "hippocampus": {"base_url": hippo_server.base_url, "model": "bench-hippocampus"},
+                "hippocampus": {
+                    "base_url": hippo_server.base_url,
+                    "model": "bench-hippocampus",
+                    "mode": "full",  # its scripted answers are the full contract's
+                },
             }
             settings = app_settings(
                 Path(tmp) / "data",

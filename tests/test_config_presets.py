@@ -162,3 +162,19 @@ def test_two_roles_on_one_local_server_take_turns(tmp_path: Path) -> None:
     hosted = "https://api.openai.com/v1"
     cloud = {**same, "chat": remote(hosted), "hippocampus": remote(hosted)}
     assert reply_first(load(tmp_path, cloud, {"OPENAI_API_KEY": "sk-x"})) is None
+
+
+def test_auto_asks_a_model_on_this_machine_for_facts_only(tmp_path: Path) -> None:
+    from backend.engine.services import hippocampus_mode
+
+    def hippocampus(url: str, **extra: str) -> dict[str, object]:
+        role = {"provider": "openai", "base_url": url, "model": "m"}
+        return {"hippocampus": {**role, **extra}, "chat": role}
+
+    env = {"OPENAI_API_KEY": "sk-x"}
+    assert hippocampus_mode(load(tmp_path, {})) == "compact"  # embedded
+    assert hippocampus_mode(load(tmp_path, hippocampus("http://127.0.0.1:8080/v1"))) == "compact"
+    assert hippocampus_mode(load(tmp_path, hippocampus("http://192.168.1.5:11434/v1"))) == "compact"
+    assert hippocampus_mode(load(tmp_path, hippocampus("https://api.openai.com/v1"), env)) == "full"
+    local_full = hippocampus("http://127.0.0.1:8080/v1", mode="full")
+    assert hippocampus_mode(load(tmp_path, local_full)) == "full"

@@ -82,6 +82,7 @@ def _config(tmp_path: Path, chat: ScriptedOpenAIServer, hippo: ScriptedOpenAISer
                     "provider": "openai",
                     "base_url": hippo.base_url,
                     "model": "scripted",
+                    "mode": "full",  # the scripted answers are the full contract's
                 },
                 "storage": {"data_dir": str(tmp_path / "unused")},
                 "server": {"personas_dir": str(REPO / "personas")},

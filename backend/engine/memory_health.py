@@ -57,14 +57,16 @@ def hippocampus_problem(info: Mapping[str, Any]) -> str | None:
     """What went wrong in a hippocampus run (its memory report's info), in words; None
     when it went right."""
     status = info.get("status")
-    model = info.get("model") or "the memory model"
+    model = f"the memory model ({info['model']})" if info.get("model") else "the memory model"
     if status == "ok":
         return None
     if status == "timeout":
         return f"{model} did not answer in time"
     if status == "garbage":
-        return f"{model} answered with no valid memory JSON ({info.get('error', '')})".strip()
-    return f"{model} failed: {info.get('error') or status}"
+        return f"{model} answered with no valid memory JSON ({info.get('error', '')})"
+    # An LLMError's message names the model and the server first: say it once.
+    error = str(info.get("error") or status)
+    return f"the memory model failed: {error}"
 
 
 class MemoryHealth:
@@ -82,6 +84,11 @@ class MemoryHealth:
 
     # -- recording -----------------------------------------------------------------------
     def hippocampus_ran(self, info: Mapping[str, Any]) -> None:
+        """One run's outcome (its report's info). A run cut short twice by the replies
+        on a one-slot server ("interrupted") says nothing of the setup: the next run
+        catches its turn up."""
+        if info.get("status") == "interrupted":
+            return
         problem = hippocampus_problem(info)
         with self._lock:
             now = self._clock.now()

@@ -103,7 +103,8 @@ def _parsed(
     try:
         return parse(completion.text, state)
     except HippocampusParseError:
-        if completion.finish_reason is None and completion.text:
+        # (The text may be empty: that server's first chunk is the role alone.)
+        if completion.finish_reason is None:
             raise LLMStreamInterrupted(
                 f"{model}: the answer ended with no finish reason, unreadable",
                 partial_text=completion.text,
@@ -129,11 +130,14 @@ async def run_hippocampus(
         except LLMStreamInterrupted:
             # Cut short mid-stream: a one-slot server (llama-cpp-python's) stops a running
             # request for the next reply's. Asked again, it waits for that reply first
-            # (``services.reply_first``). Once: a second cut is reported as it is.
+            # (``services.reply_first``). Once: cut again, the turn is left for the next
+            # run to catch up, and it is no failure of the setup ("interrupted").
             info["retried"] = "stream interrupted"
             result = await _ask(engine, state, text, persona)
         if result.dropped:
             info["dropped"] = list(result.dropped)
+    except LLMStreamInterrupted as exc:
+        result, info["status"], info["error"] = None, "interrupted", str(exc)[:300]
     except TimeoutError:
         result, info["status"] = None, "timeout"
     except HippocampusParseError as exc:

@@ -327,12 +327,16 @@ def turn_settings(settings: Settings) -> TurnSettings:
 
 
 def hippocampus_mode(settings: Settings) -> Literal["full", "compact"]:
-    """``hippocampus.mode``; ``auto``: compact for an embedded (small local) model, the
-    full contract (docs/memory-formation.md) for a remote provider."""
+    """``hippocampus.mode``; ``auto``: compact for a model on this machine or the local
+    network (embedded, or a server on a loopback or private address: small models on
+    small hardware, where a full-contract run reads ~1,600 prompt tokens and takes tens
+    of seconds), the full contract (docs/memory-formation.md) for a hosted provider."""
     role = settings.hippocampus
     if role.mode != "auto":
         return role.mode
-    return "compact" if role.provider == "embedded" else "full"
+    if isinstance(role, EmbeddedHippocampus) or is_local_url(role.base_url):
+        return "compact"
+    return "full"
 
 
 def acquire_owner_lock(settings: Settings, command: str) -> DataDirLock | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ __all__ = [
 # explicitly also stops the SDK from picking up OPENAI_API_KEY from the environment and
 # sending a real key to a server that was never meant to get it.
 NO_KEY_PLACEHOLDER = "no-key"
+# The SDK's "Error code: 500 - " before a server's own message.
+_SDK_PREFIX = re.compile(r"^Error code: \d+ - ")
 
 
 @dataclass
@@ -400,7 +403,8 @@ class OpenAICompatChatModel(StreamingChatModel):
             cause = exc.__cause__ or exc
             detail = f"connection failed ({type(cause).__name__})"
         elif isinstance(exc, openai.APIStatusError):
-            detail = f"HTTP {exc.status_code}: {self._redact(str(exc.message))[:300]}"
+            said = _SDK_PREFIX.sub("", str(exc.message))  # the status is said already
+            detail = f"HTTP {exc.status_code}: {self._redact(said)[:300]}"
         elif isinstance(exc, openai.APIError):
             detail = f"error event in the stream: {self._redact(str(exc.message))[:300]}"
         else:

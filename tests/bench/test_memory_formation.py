@@ -95,7 +95,9 @@ def config(tmp_path: Path) -> Path:
         json.dumps(
             {
                 "chat": unused,
-                "hippocampus": {**unused, "max_retries": 0},
+                # The scripted answers are the full contract's ("auto" is compact on
+                # loopback).
+                "hippocampus": {**unused, "max_retries": 0, "mode": "full"},
                 "server": {"personas_dir": str(REPO / "personas")},
             }
         ),

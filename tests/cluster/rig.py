@@ -186,6 +186,7 @@ class AppProcesses:
             "chat": {"provider": "openai", "base_url": self.chat_url, "model": "scripted"},
             "hippocampus": {
                 "provider": "openai", "base_url": self.hippocampus_url, "model": "scripted",
+                "mode": "full",  # the scripted answers are the full contract's
             },
             "storage": {
                 "data_dir": str(self.base / f"app{n}"),  # each process its own (outbox)

@@ -56,3 +56,13 @@ async def test_unreadable_text_that_ended_normally_is_not_asked_again(rig: Rig) 
     report = await one_turn(rig)
     assert report["hippocampus"]["status"] == "garbage"
     assert len(rig.hippocampus.calls) == 1
+
+
+async def test_cut_short_twice_is_left_for_the_next_run_and_is_no_failure(rig: Rig) -> None:
+    cut = ['{"background": "The user', Finish(None)]
+    rig.hippocampus.enqueue(cut)
+    rig.hippocampus.enqueue(cut)
+    report = await one_turn(rig)
+    assert report["hippocampus"]["status"] == "interrupted"
+    health = rig.engine.memory_health.report()
+    assert health["hippocampus"]["failures_in_a_row"] == 0  # typing fast breaks nothing

@@ -33,7 +33,7 @@ def test_three_failed_runs_in_a_row_warn_in_plain_words_and_one_success_clears()
     memory.hippocampus_ran(REFUSED)
     warning = memory.warning()
     assert warning is not None
-    assert warning.startswith("Memory is not being saved: qwen15 failed: ")
+    assert warning.startswith("Memory is not being saved: the memory model failed: qwen15 at ")
     assert "HTTP 500" in warning
     report = memory.report()
     assert report["ok"] is False and report["warning"] == warning
@@ -54,7 +54,9 @@ def test_timeouts_and_invalid_json_count_as_failures_with_their_own_words() -> N
     memory = health()
     for _ in range(FAILURES_TO_WARN):
         memory.hippocampus_ran({"status": "timeout", "model": "m"})
-    assert memory.warning() == "Memory is not being saved: m did not answer in time"
+    assert (
+        memory.warning() == "Memory is not being saved: the memory model (m) did not answer in time"
+    )
     memory = health()
     for _ in range(FAILURES_TO_WARN):
         memory.hippocampus_ran({"status": "garbage", "model": "m", "error": "no JSON object"})

@@ -52,14 +52,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def llama_cpp_server(log: Path) -> Iterator[str]:
-    """The server's base URL (``.../v1``) while it runs; SmolLM2 as ``ALIAS``."""
+def llama_cpp_server(log: Path, *, model: Path | None = None, alias: str = ALIAS) -> Iterator[str]:
+    """The server's base URL (``.../v1``) while it runs: ``model`` (SmolLM2 by default)
+    served as ``alias``."""
     from backend.llm.embedded_llama import smollm2_gguf_path
 
     port = _free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server",
-        "--model", str(smollm2_gguf_path()), "--model_alias", ALIAS,
+        "--model", str(model or smollm2_gguf_path()), "--model_alias", alias,
         "--chat_format", "chatml", "--n_ctx", "4096", "--n_threads", "2",
         "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip

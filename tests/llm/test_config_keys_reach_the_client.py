@@ -58,7 +58,7 @@ CHANGED: dict[str, dict[str, Any]] = {
         "max_retries": 5,
         "temperature": 1.3,
         "max_tokens": 99,
-        "mode": "compact",
+        "mode": "full",  # auto is compact for a server on loopback
         "json_mode": "object",
     },
 }

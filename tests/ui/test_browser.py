@@ -309,3 +309,26 @@ def test_sign_in_then_chat_with_csrf_protected_forms(page: Any, auth_h: AppHarne
     assert len(sessions) == 1
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url(re.compile(r"/login"))
+
+
+def test_a_banner_says_memory_is_not_being_saved_and_goes_when_it_is(
+    page: Any, h: AppHarness
+) -> None:
+    """Issue 26: the hippocampus's server fails every request; the banner comes with
+    the third turn's memory panel, in words, and goes with the first run that works."""
+    open_new_conversation(page, h)
+    banner = page.locator("#memory-warning")
+    assert banner.is_hidden()
+    refused = Reply.error(500, "the model process crashed (out of memory)")
+    h.hippocampus.enqueue(refused, times=3)
+    for number in range(1, 4):
+        h.chat.enqueue(Reply(chunks=[f"reply {number}"]))
+        send(page, f"message {number}")
+        last_reply(page).locator(".body", has_text=f"reply {number}").wait_for()
+    playwright_expect()(banner).to_be_visible(timeout=15_000)
+    said = banner.inner_text()
+    assert said.startswith("Memory is not being saved: the memory model failed: scripted at")
+    assert "HTTP 500: the model process crashed (out of memory)" in said
+    h.chat.enqueue(Reply(chunks=["reply 4"]))
+    send(page, "message 4")  # the hippocampus's default answer is valid again
+    playwright_expect()(banner).to_be_hidden(timeout=15_000)

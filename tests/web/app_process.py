@@ -57,7 +57,12 @@ class AppProcess:
         self.port = free_port()
         config: dict[str, dict[str, Any]] = {
             "chat": {"provider": "openai", "base_url": chat, "model": "scripted"},
-            "hippocampus": {"provider": "openai", "base_url": hippocampus, "model": "scripted"},
+            "hippocampus": {
+                "provider": "openai",
+                "base_url": hippocampus,
+                "model": "scripted",
+                "mode": "full",  # the scripted answers are the full contract's
+            },
             "storage": storage or {"data_dir": str(tmp_path / "data")},
             "server": {"port": self.port, "personas_dir": str(REPO / "personas")},
         }

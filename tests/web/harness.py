@@ -77,6 +77,9 @@ class AppHarness:
                 "model": "scripted",
                 "timeout": 5,
                 "max_retries": 0,
+                # The scripted answers are the full contract's ("auto" would choose the
+                # compact one for a server on loopback).
+                "mode": "full",
             },
             "storage": {
                 "data_dir": str(self.tmp_path / "data"),
