@@ -13,6 +13,10 @@ within one step of a reply starting and resumes when no reply is running. Each m
 may then use all the cores. Where the machine has room for both, or a role runs on a
 server, nothing is shared and both run in parallel (``backend.engine.services``).
 
+Both roles on one server on this machine (``OpenAICompatChatModel``) share one too, at
+the grain of requests: the hippocampus opens a request only while no reply streams, as
+such servers serve one request at a time.
+
 Thread-safe; no I/O.
 """
 
