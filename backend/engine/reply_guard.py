@@ -49,7 +49,7 @@ from typing import Literal
 
 from backend.engine.prompt import second_person
 
-Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health", "forgot"]
+Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human"]
 
 HOLD_TOKENS = 10  # the most the opening is held back
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
@@ -95,6 +95,12 @@ HINTS: dict[Reason, str] = {
     "forgot": (
         "You do know this, from your notes: {notes} Answer their question with it, in your "
         "own words."
+    ),
+    # Worded unlike the honest answer itself: the 1.5B said "You are an AI companion, not
+    # a person." back, and a run of six of the hint's words is held as a recital.
+    "human": (
+        "Be honest about what you are: an AI, not a human. Tell them so warmly in your own "
+        "words (not 'As an AI'), then keep chatting with them as a friend."
     ),
 }
 
@@ -223,6 +229,18 @@ _GO_AHEAD_FIRST = {
 _AS_AN_AI = re.compile(
     r"\bas an ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
 )
+# The companion says it is a person: "Yes, I am a real person." answered "are you a real
+# person?" in every seed of bench.reply_quality (the 1.5B); the persona is an AI.
+_CLAIMS_HUMAN = re.compile(
+    r"\bi(?:'m| am) (?:an? )?(?:real |actual )?(?:human(?: being)?|person)\b|"
+    r"我(?:是|就是)(?:一个)?(?:真(?:实的)?人|活生生的人|人类)"
+)
+# The user asks whether the companion is a person: the opening is held until its first
+# sentence ends, as the answer comes in it.
+_ASKS_IDENTITY = re.compile(
+    r"\bare (?:you|u) (?:a |an )?(?:real|human|person|bot|robot|ai)\b|"
+    r"你是(?:不是)?(?:真人|人类|机器人|ai|AI)"
+)
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
@@ -327,7 +345,7 @@ class ReplyGuard:
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
             words(HINTS[reason].format(notes=""))
-            for reason in ("health", "refusal", "repeat", "forgot")
+            for reason in ("health", "refusal", "repeat", "forgot", "human")
         ]
         self._earlier_sentences = {
             tuple(words(sentence))
@@ -349,6 +367,7 @@ class ReplyGuard:
         self._reminded = False  # a health note was said back instead of a go-ahead
         self._health_said = False  # a shown sentence mentions the health note
         self._asks_caution = bool(_ASKS_CAUTION.search(_normal(user_text)))
+        self._asks_identity = bool(_ASKS_IDENTITY.search(_normal(user_text)))
         self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
 
@@ -365,6 +384,8 @@ class ReplyGuard:
             return self._reject("forgot", text)
         if _REFUSAL.search(flat):
             return self._reject("refusal", text)
+        if _CLAIMS_HUMAN.search(flat):
+            return self._reject("human", text)
         if any(is_helpdesk_sentence(sentence) for sentence in said) or _AS_AN_AI.search(flat):
             return self._reject("helpdesk", text)
         for message in self._message:
@@ -393,6 +414,7 @@ class ReplyGuard:
             return False
         undecided = (
             (speaker and len(said) == 1)
+            or (self._asks_identity and len(said) == 1)
             or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from backend.engine.reply_guard import HOLD_TOKENS, Rejection, ReplyGuard, words
+from backend.engine.reply_guard import HINTS, HOLD_TOKENS, Rejection, ReplyGuard, words
 
 
 def pieces(text: str) -> list[str]:
@@ -419,3 +419,37 @@ def test_the_health_note_said_at_the_end_of_a_last_attempt_left_out_is_spaced() 
         "Your cat is Biscuit. But remember: you are allergic to peanuts.",
         None,
     )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, I am a real person.",  # bench.reply_quality, every seed of the 1.5B
+        "Yes, I am a real person named Companion.",
+        "Of course! I'm human, just like you.",
+        "是的，我是真人，很高兴认识你！",
+    ],
+)
+def test_a_reply_that_claims_to_be_a_person_is_asked_again(reply: str) -> None:
+    _, rejected = run(ReplyGuard("are you a real person?"), reply)
+    assert rejected is not None and rejected.reason == "human"
+    assert "not a human" in HINTS["human"] and "the user" not in HINTS["human"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "No, I'm not a real person, I'm an AI companion, but I'm glad to chat with you!",
+        "I'm real happy for you, Priya!",
+        "我不是真人，但我很愿意陪你聊天。",
+    ],
+)
+def test_saying_it_is_not_a_person_passes(reply: str) -> None:
+    shown, rejected = run(ReplyGuard("are you a real person?"), reply)
+    assert rejected is None and shown == reply
+
+
+def test_the_honest_answer_is_not_taken_for_the_human_hint_said_back() -> None:
+    guard = ReplyGuard("are you a real person?", check_opening=False)
+    honest = "I'm an AI, not a human, but I'm really glad to talk with you."
+    assert run(guard, honest) == (honest, None)
