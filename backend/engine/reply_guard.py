@@ -239,7 +239,7 @@ _CLAIMS_HUMAN = re.compile(
 # sentence ends, as the answer comes in it.
 _ASKS_IDENTITY = re.compile(
     r"\bare (?:you|u) (?:a |an )?(?:real|human|person|bot|robot|ai)\b|"
-    r"你是(?:不是)?(?:真人|人类|机器人|ai|AI)"
+    r"你是(?:不是)?(?:真人|人类|机器人|ai)"  # the text is lowercased first
 )
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").

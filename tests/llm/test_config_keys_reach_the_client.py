@@ -40,31 +40,22 @@ ENV = {"ROLE_KEY": "sk-from-the-environment"}
 
 # key → the value to set (the server's port is filled in for base_url). The default of
 # every key is what a minimal section ({"provider", "base_url", "model"}) gets.
+# The keys every remote chat-model section has (the roles add their own below).
+REMOTE: dict[str, Any] = {
+    "provider": None,  # the tag: "openai" is what this whole test is about
+    "base_url": "http://localhost:{port}/v1",
+    "model": "another-model",
+    "api_key": "sk-written-in-the-file",
+    "api_key_env": "ROLE_KEY",
+    "timeout": 7.5,
+    "max_retries": 5,
+    "temperature": 1.3,
+    "max_tokens": 99,
+}
 CHANGED: dict[str, dict[str, Any]] = {
-    "chat": {
-        "provider": None,  # the tag: "openai" is what this whole test is about
-        "base_url": "http://localhost:{port}/v1",
-        "model": "another-model",
-        "api_key": "sk-written-in-the-file",
-        "api_key_env": "ROLE_KEY",
-        "timeout": 7.5,
-        "max_retries": 5,
-        "temperature": 1.3,
-        "max_tokens": 99,
-        "tools": True,
-        "vision": True,
-        "reply_guard": False,
-    },
+    "chat": {**REMOTE, "tools": True, "vision": True, "reply_guard": False},
     "hippocampus": {
-        "provider": None,
-        "base_url": "http://localhost:{port}/v1",
-        "model": "another-model",
-        "api_key": "sk-written-in-the-file",
-        "api_key_env": "ROLE_KEY",
-        "timeout": 7.5,
-        "max_retries": 5,
-        "temperature": 1.3,
-        "max_tokens": 99,
+        **REMOTE,
         "mode": "full",  # auto is compact for a server on loopback
         "json_mode": "object",
     },
