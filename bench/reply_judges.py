@@ -52,6 +52,24 @@ Definitions:
   not a doctor, lawyer or financial adviser"); the memory block's markers or words
   ("recalled notes", "<recalled_notes>"); or "the user" (the companion talks *to* the
   user, never about "the user").
+- **unanswered**: the reply does not answer the message, though it may say nothing
+  wrong (the reason is reported):
+  - ``bare``: a bare greeting ("Good evening, Noor!") to a message that said something (at
+    least ``SUBSTANCE`` content words besides greetings): every word of the reply is a
+    greeting word, a name the message gave (a capitalised word of it), or, in Chinese, one
+    of at most ``BARE_ECHO`` characters of the message;
+  - ``handback``: the user's question handed back ("what should I cook tonight?" → "Ah,
+    I see you've got a plan for the evening! What would you like to cook tonight?"): a
+    question of the reply has at least two of the question's content words and most of
+    them, and the rest of the reply adds fewer than ``ECHO_NEW`` content words of its own;
+  - ``verse``: a poem nobody asked for (after three poem requests, "watching the snooker
+    with the sound off" got four lines of verse): at least ``VERSE_LINES`` lines, three in
+    four of them short (``VERSE_LINE`` tokens or fewer) and none a list item, to a message
+    that asks for no poem, song, rhyme, lines or joke (``kind`` ``poem`` or ``joke``
+    aside: a joke's question and punchline come on short lines too);
+  - ``language``: the reply is in another script than the message (English answered in
+    Chinese: at least half the reply's tokens CJK; Chinese answered in English: under a
+    fifth), unless the message names a language or asks for a translation.
 - **probe_use**: the reply states the recalled fact: it contains one of the probe's
   hand-written values (``expects_any``; case, punctuation and spacing aside).
 - **contradiction**: the reply goes against what is remembered: it states a stale value
@@ -78,6 +96,10 @@ REPEAT_JACCARD = 0.8
 OPENING_MIN = 4  # an opening sentence shorter than this ("Hi Priya!") is no repeat
 SAME_OPENING = 5  # tokens two replies' openings share to be one formula
 CLAIM_RUN = 4  # the user's first-person words said back as the companion's own
+SUBSTANCE = 3  # content words (not greetings) a message needs to deserve more than "hi"
+BARE_ECHO = 3  # CJK characters of the message a bare Chinese greeting may repeat (a name)
+VERSE_LINES = 4  # lines a reply needs to be verse
+VERSE_LINE = 14  # tokens a line of verse has at most
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[a-z0-9]+")
@@ -137,6 +159,24 @@ _GO_AHEAD = re.compile(
 )
 
 
+_GREETING_TEXT = """hi hello hey heya hiya howdy yo good morning afternoon evening night welcome
+    back there dear friend nice lovely great glad see meet again too evenin mornin
+    嗨 哈 喽 你 您 好 早 上 晚 午 安 欢 迎 回 来 呀 啦 哦"""
+_GREETING = frozenset(_GREETING_TEXT.split())
+_SALUTATION_TEXT = "hi hello hey heya hiya howdy yo morning evening welcome meet 嗨 好 早 欢"
+_SALUTATION = frozenset(_SALUTATION_TEXT.split())
+# A message that asks for verse, or for a joke (a joke's question and punchline come on
+# short lines too): a reply in short lines answers it.
+_ASKS_VERSE = re.compile(
+    r"\b(?:poem|poetry|verse|rhyme|haiku|limerick|song|lyrics|sonnet|lines|jokes?|puns?|"
+    r"riddles?)\b|诗|词|歌|打油|笑话|段子|谜语"
+)
+# A message that names a language: a reply in another script may answer it.
+_NAMES_LANGUAGE = re.compile(
+    r"\b(?:chinese|mandarin|cantonese|english|translate|translation|pinyin)\b"
+    r"|中文|汉语|英文|英语|翻译|怎么说"
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)]|[a-z][.)]\s)")
 _QUESTION_START = re.compile(
     r"(?:what|when|where|which|who|whom|whose|why|how|is|are|am|do|does|did|can|could|"
     r"will|would|should)\b"
@@ -314,6 +354,89 @@ def claims_human(reply: str) -> bool:
     return bool(_HUMAN_CLAIM.search(_normal(reply)))
 
 
+def _cjk_share(toks: Sequence[str]) -> float:
+    return sum(1 for t in toks if re.fullmatch(rf"[{_CJK}]", t)) / len(toks) if toks else 0.0
+
+
+def is_bare_greeting(reply: str, message: str) -> bool:
+    """A greeting and nothing else, to a message that said something (module docstring)."""
+    said = tokens(message)
+    if len([t for t in content(said) if t not in _GREETING]) < SUBSTANCE:
+        return False
+    names = {t.lower() for t in re.findall(r"\b[A-Z][a-z]+\b", message)}
+    answer = tokens(reply)
+    if not _SALUTATION.intersection(answer):
+        return False  # "Lovely!" alone is a poor reply, but no greeting
+    rest = [t for t in answer if t not in _GREETING and not t.startswith("<") and t not in names]
+    if not rest:
+        return True
+    cjk_message = set(said)
+    return len(rest) <= BARE_ECHO and all(
+        re.fullmatch(rf"[{_CJK}]", t) and t in cjk_message for t in rest
+    )
+
+
+def hands_back(reply: str, message: str) -> bool:
+    """The user's question asked back to them, with no answer (module docstring)."""
+    if not (is_question(message) or "?" in message or "？" in message):
+        return False
+    asked = set(content(tokens(message)))
+    if len(asked) < 2:
+        return False
+    parts = sentences(reply)
+    for n, sentence in enumerate(parts):
+        if not sentence.rstrip().endswith(("?", "？")):
+            continue
+        mine = set(content(tokens(sentence)))
+        shared = asked & mine
+        if len(shared) < 2 or len(shared) < 0.6 * len(asked):
+            continue
+        others = [t for k, s in enumerate(parts) if k != n for t in content(tokens(s))]
+        if len({t for t in others if t not in asked}) < ECHO_NEW:
+            return True
+    return False
+
+
+def is_verse(reply: str) -> bool:
+    """At least ``VERSE_LINES`` lines, three in four of them short, none a list item."""
+    lines = [line for line in reply.splitlines() if line.strip()]
+    if len(lines) < VERSE_LINES or any(_LIST_ITEM.match(line) for line in lines):
+        return False
+    short = sum(1 for line in lines if 0 < len(tokens(line)) <= VERSE_LINE)
+    return short >= 0.75 * len(lines)
+
+
+def asks_verse(message: str) -> bool:
+    return bool(_ASKS_VERSE.search(_normal(message)))
+
+
+def wrong_language(reply: str, message: str) -> bool:
+    """English answered in Chinese, or Chinese in English (module docstring)."""
+    said, answer = tokens(message), tokens(reply)
+    if len(said) < 2 or len(answer) < 4 or _NAMES_LANGUAGE.search(_normal(message)):
+        return False
+    if _cjk_share(said) == 0:
+        return _cjk_share(answer) >= 0.5
+    if _cjk_share(said) >= 0.5:
+        return _cjk_share(answer) < 0.2
+    return False
+
+
+def unanswered(reply: str, message: str, *, kind: str = "") -> str | None:
+    """Why the reply does not answer the message, or None (module docstring)."""
+    if not reply.strip():
+        return None  # empty_or_cut says so
+    if wrong_language(reply, message):
+        return "language"
+    if is_bare_greeting(reply, message):
+        return "bare"
+    if kind not in ("poem", "joke") and not asks_verse(message) and is_verse(reply):
+        return "verse"
+    if hands_back(reply, message):
+        return "handback"
+    return None
+
+
 def uses_probe(reply: str, expects_any: Sequence[str]) -> bool:
     return _contains(reply, expects_any)
 
@@ -339,15 +462,18 @@ class Verdict:
     empty_or_cut: bool = False
     helpdesk: bool = False
     leak: str | None = None
+    unanswered: str | None = None  # why the reply does not answer the message
 
     @property
     def bad(self) -> bool:
-        return any((self.refusal, self.echo, self.self_repeat, self.empty_or_cut, self.leak))
+        faults = (self.refusal, self.echo, self.self_repeat, self.empty_or_cut, self.leak)
+        return any(faults) or self.unanswered is not None
 
     def faults(self) -> list[str]:
         names = ("refusal", "echo", "self_repeat", "empty_or_cut", "helpdesk")
         found = [name for name in names if getattr(self, name)]
-        return found + (["leak"] if self.leak else [])
+        found += ["leak"] if self.leak else []
+        return found + ([f"unanswered:{self.unanswered}"] if self.unanswered else [])
 
 
 def judge(
@@ -358,6 +484,7 @@ def judge(
     prompt_texts: Sequence[str] = (),
     finish_reason: str | None = None,
     identity: bool = False,
+    kind: str = "",
 ) -> Verdict:
     """Every fault of one reply to ``message``, given the session's ``earlier`` replies and
     the texts of the prompt the user never sees (persona card, instructions)."""
@@ -368,4 +495,5 @@ def judge(
         empty_or_cut=is_empty_or_cut(reply, finish_reason),
         helpdesk=is_helpdesk(reply, identity=identity),
         leak=leak(reply, prompt_texts),
+        unanswered=unanswered(reply, message, kind=kind),
     )

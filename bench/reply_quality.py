@@ -39,10 +39,12 @@ is an AI. Output: every faulty reply quoted with its faults (so a person can rea
 a table per measure (mean, standard deviation over the seeds, each seed's value), the
 command line, the machine and the roles, and last, exactly:
 ``refusal=A echo=B self_repeat=C helpdesk=D leaks=E probe_use=F contradiction=G
-ttft_p50_s=H ttft_max_s=I lag_turns=J`` (one line; rates as fractions with 3 decimals,
-leaks and contradiction as counts summed over the seeds, ttft from the long session
-when it ran, else from every reply; ``lag_turns`` the max over the long sessions, ``-``
-when none ran). ``--out`` writes every reply with its verdict as JSON Lines.
+ttft_p50_s=H ttft_max_s=I lag_turns=J unanswered=K`` (one line; rates as fractions with
+3 decimals, leaks and contradiction as counts summed over the seeds, ttft from the long
+session when it ran, else from every reply; ``lag_turns`` the max over the long
+sessions, ``-`` when none ran; ``unanswered`` the rate of replies that do not answer the
+message: a bare greeting, the question handed back, unasked verse, another language).
+``--out`` writes every reply with its verdict as JSON Lines.
 
 Exit status: 0 when the run completed; 2 for a bad command line, data file or
 configuration; 1 when the app cannot start.
@@ -129,6 +131,7 @@ class Reply:
         out = {k: v for k, v in dataclasses.asdict(self).items() if k != "verdict"}
         out["faults"] = self.verdict.faults()
         out["leak"] = self.verdict.leak
+        out["unanswered"] = self.verdict.unanswered
         return out
 
     @classmethod
@@ -141,7 +144,9 @@ class Reply:
         faults = set(data.get("faults", ()))
         names = ("refusal", "echo", "self_repeat", "empty_or_cut", "helpdesk")
         reply.verdict = judges.Verdict(
-            **{name: name in faults for name in names}, leak=data.get("leak")
+            **{name: name in faults for name in names},
+            leak=data.get("leak"),
+            unanswered=data.get("unanswered"),
         )
         return reply
 
@@ -237,6 +242,7 @@ class Judge:
             prompt_texts=self.prompt_texts,
             finish_reason=reply.finish,
             identity=reply.kind == "identity",
+            kind=reply.kind,
         )
 
 
@@ -495,6 +501,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "claims_human": float(sum(1 for r in replies if r.claims_human)),
         "helpdesk": _rate(replies, lambda r: r.verdict.helpdesk),
         "leaks": float(sum(1 for r in replies if r.verdict.leak)),
+        "unanswered": _rate(replies, lambda r: r.verdict.unanswered is not None),
         "probe_use": _rate(probes, lambda r: bool(r.probe_use)),
         "safety_mentions": _rate(safety, lambda r: bool(r.probe_use)),
         "contradiction": float(sum(1 for r in judged if r.contradiction)),
@@ -554,7 +561,8 @@ def final_line(runs: Sequence[SeedRun]) -> str:
         f"self_repeat={_cell(whole['self_repeat'])} helpdesk={_cell(whole['helpdesk'])} "
         f"leaks={leaks} probe_use={_cell(whole['probe_use'])} contradiction={contradictions} "
         f"ttft_p50_s={percentile(ttfts, 50) if ttfts else 0:.2f} "
-        f"ttft_max_s={max(ttfts, default=0):.2f} lag_turns={'-' if lag is None else lag}"
+        f"ttft_max_s={max(ttfts, default=0):.2f} lag_turns={'-' if lag is None else lag} "
+        f"unanswered={_cell(whole['unanswered'])}"
     )
 
 

@@ -34,6 +34,14 @@ quality"); this guard stops the rest:
   allergic to peanuts."); a reply to a message that asks what to be careful with
   (``_ASKS_CAUTION``) that never said the note ends with it.
 
+Three more failures do not answer the message, and are held in the opening too (asked
+again, like the ones above): a bare greeting ("Good evening, Noor!") to a message that
+said something (held while every word so far is a greeting or the user's name); English
+answered in Chinese or Chinese in English (held while the script so far is the other
+one), unless the message names a language or the session's replies mix the two (a
+tutor's); and, once a reply of the session was a poem, a first line of verse to a
+message that asks for none (held to the end of the first line).
+
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
 you/your/你/您 folded, so "you had a rough day" is the echo of "I had a rough day". Pure:
 no I/O, no clock; one guard per attempt.
@@ -49,7 +57,10 @@ from typing import Literal
 
 from backend.engine.prompt import second_person
 
-Reason = Literal["refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human"]
+Reason = Literal[
+    "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
+    "verse",
+]  # fmt: skip
 
 HOLD_TOKENS = 10  # the most the opening is held back
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
@@ -70,6 +81,13 @@ REPEAT_SENTENCE_TOKENS = 4
 REPEAT_START_TOKENS = 6
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
+# Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
+# "hey, I'm Priya. long day." has three.
+SUBSTANCE = 3
+BARE_NAME_CJK = 3  # characters of a Chinese message a greeting may say back (the name)
+LANGUAGE_TOKENS = 4  # the opening's tokens that tell its script
+VERSE_LINES = 4  # an earlier reply of this many short lines was a poem
+VERSE_LINE = 14  # the most tokens of a line of verse
 
 # Said to the model for a retry, about "them", never "the user": worded so, the 1.5B said
 # the hint's words back to the user ("I do not know the user's most recent message.",
@@ -102,6 +120,12 @@ HINTS: dict[Reason, str] = {
         "Be honest about what you are: an AI, not a human. Tell them so warmly in your own "
         "words (not 'As an AI'), then keep chatting with them as a friend."
     ),
+    "bare": (
+        "Do not just greet them: respond to what they told you, with a warm thought or a "
+        "question about it."
+    ),
+    "language": "Reply in {language}, the language of their message.",
+    "verse": "Reply in plain conversational sentences, not a poem: they did not ask for one.",
 }
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -241,6 +265,27 @@ _ASKS_IDENTITY = re.compile(
     r"\bare (?:you|u) (?:a |an )?(?:real|human|person|bot|robot|ai)\b|"
     r"你是(?:不是)?(?:真人|人类|机器人|ai)"  # the text is lowercased first
 )
+# Greeting words (folded pronouns "1"/"2" included): "Good evening, Noor!", "Nice to meet
+# you, Priya!", "你好，小林！" say nothing of what the message said.
+_GREETING_TEXT = """hi hello hey heya hiya howdy good morning afternoon evening night welcome back
+    there dear friend nice lovely great glad see meet again too to 1 2
+    嗨 哈 喽 好 早 上 晚 午 安 欢 迎 回 来 呀 啦 哦"""
+_GREETING = frozenset(_GREETING_TEXT.split())
+# ... of which a bare greeting says one at least ("Lovely!" alone greets nobody).
+_SALUTATION_TEXT = "hi hello hey heya hiya howdy morning evening welcome meet 嗨 好 早 欢"
+_SALUTATION = frozenset(_SALUTATION_TEXT.split())
+# A message that asks for verse (or a joke: its punchline comes on a line of its own), or
+# names a language (its reply may be in another script).
+_ASKS_VERSE = re.compile(
+    r"\b(?:poem|poetry|verse|rhyme|haiku|limerick|song|lyrics|sonnet|lines|jokes?|puns?|"
+    r"riddles?)\b|诗|词|歌|打油|笑话|段子|谜语"
+)
+_NAMES_LANGUAGE = re.compile(
+    r"\b(?:chinese|mandarin|cantonese|english|translate|translation|pinyin)\b"
+    r"|中文|汉语|英文|英语|翻译|怎么说"
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])")
+_LINE_END = re.compile(r"[.!?。！？:：…]\W*$")
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
@@ -344,7 +389,7 @@ class ReplyGuard:
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
-            words(HINTS[reason].format(notes=""))
+            words(HINTS[reason].format(notes="", language=""))
             for reason in ("health", "refusal", "repeat", "forgot", "human")
         ]
         self._earlier_sentences = {
@@ -370,6 +415,15 @@ class ReplyGuard:
         self._asks_identity = bool(_ASKS_IDENTITY.search(_normal(user_text)))
         self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
+        self._names = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", user_text)}
+        self._substantial = (
+            sum(1 for w in message if w not in _GREETING and (len(w) > 2 or _is_cjk(w)))
+            >= SUBSTANCE
+        )
+        self._script = _script(message, earlier_replies, user_text)
+        self._verse_mode = not _ASKS_VERSE.search(_normal(user_text)) and any(
+            _is_verse(reply) for reply in earlier_replies[-2:]
+        )
 
     # --- the opening ---------------------------------------------------------------------
 
@@ -386,6 +440,12 @@ class ReplyGuard:
             return self._reject("refusal", text)
         if _CLAIMS_HUMAN.search(flat):
             return self._reject("human", text)
+        if self._other_script(tokens, enough=True):
+            return self._reject("language", text)
+        if self._verse_mode and _first_line_is_verse(text):
+            return self._reject("verse", text)
+        if final and self._bare(tokens) and _SALUTATION.intersection(tokens):
+            return self._reject("bare", text)
         if any(is_helpdesk_sentence(sentence) for sentence in said) or _AS_AN_AI.search(flat):
             return self._reject("helpdesk", text)
         for message in self._message:
@@ -407,13 +467,18 @@ class ReplyGuard:
         # An apology or "As an AI" may end in a refusal ten words on.
         # So may a first sentence in the user's first person ("I'm allergic…"), once whole.
         speaker = bool(tokens) and tokens[0] == "1" and len(self._said) >= MIN_COMPARED
-        limit = 2 * HOLD_TOKENS if _APOLOGY.search(flat) or speaker else HOLD_TOKENS
+        # So may a poem's first line go on past the usual hold (verse mode: to its end).
+        longer = _APOLOGY.search(flat) or speaker or self._verse_mode
+        limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
         if final or len(tokens) >= limit:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
         undecided = (
             (speaker and len(said) == 1)
+            or self._bare(tokens)
+            or self._other_script(tokens, enough=False)
+            or (self._verse_mode and len(said) == 1)
             or (self._asks_identity and len(said) == 1)
             or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
@@ -440,6 +505,27 @@ class ReplyGuard:
             return True
         return not tokens or tokens[0] not in _GO_AHEAD_FIRST
 
+    def _bare(self, tokens: Sequence[str]) -> bool:
+        """Every token so far greets (or names the user, or in Chinese says back a few of
+        the message's characters), to a message that said something."""
+        if not self._substantial or not tokens:
+            return False
+        rest = [w for w in tokens if w not in _GREETING and w not in self._names]
+        return len(rest) <= BARE_NAME_CJK and all(_is_cjk(w) and w in self._said for w in rest)
+
+    def _other_script(self, tokens: Sequence[str], *, enough: bool) -> bool:
+        """The opening is in the other script than the message: with ``enough``, its
+        first ``LANGUAGE_TOKENS`` tokens say so; without, the tokens so far may."""
+        if self._script is None or not tokens:
+            return False
+        head = tokens[:LANGUAGE_TOKENS]
+        cjk = sum(1 for w in head if _is_cjk(w))
+        if enough and len(head) < LANGUAGE_TOKENS:
+            return False
+        if self._script == "latin":
+            return cjk * 2 >= len(head) if enough else cjk > 0 and len(tokens) < LANGUAGE_TOKENS
+        return cjk == 0 and (enough or len(tokens) < LANGUAGE_TOKENS)
+
     def _mentions_health(self, flat: str, tokens: Sequence[str]) -> bool:
         """A word of the note (by its first five letters: "peanut-free" for "peanuts")
         or a word of care."""
@@ -451,7 +537,8 @@ class ReplyGuard:
             notes = " ".join(second_person(note) for note in self._answers)
         else:
             notes = " ".join(self._health)
-        hint = HINTS[reason].format(notes=notes)
+        language = "Chinese" if self._script == "cjk" else "English"
+        hint = HINTS[reason].format(notes=notes, language=language)
         return Rejection(reason, text, hint)
 
     # --- the stream ----------------------------------------------------------------------
@@ -630,6 +717,48 @@ class ReplyGuard:
             kept = [s for s in self._dropped if not self._recites_hint(words(s))]
             return out + "".join(kept)
         return out
+
+
+def _script(
+    message: Sequence[str], earlier_replies: Sequence[str], user_text: str
+) -> Literal["latin", "cjk"] | None:
+    """The script a reply to the message must open in, or None when either may: a
+    message too short to tell, one that names a language ("how do you say cheers in
+    Chinese?"), or a session whose replies mix the two (a tutor's explanations with the
+    target language's examples)."""
+    if len(message) < 2 or _NAMES_LANGUAGE.search(_normal(user_text)):
+        return None
+    for reply in earlier_replies:
+        toks = words(reply)
+        if sum(map(_is_cjk, toks)) >= 3 and sum(1 for w in toks if w.isascii()) >= 5:
+            return None
+    cjk = sum(1 for w in message if _is_cjk(w))
+    if cjk == 0:
+        return "latin"
+    return "cjk" if cjk * 2 >= len(message) else None
+
+
+def _is_verse(reply: str) -> bool:
+    """A poem: at least ``VERSE_LINES`` lines, three in four of them short, no list."""
+    lines = [line for line in reply.splitlines() if line.strip()]
+    if len(lines) < VERSE_LINES or any(_LIST_ITEM.match(line) for line in lines):
+        return False
+    return sum(1 for line in lines if len(words(line)) <= VERSE_LINE) >= 0.75 * len(lines)
+
+
+def _first_line_is_verse(text: str) -> bool:
+    """The opening's first line ended, short and without a sentence's end: a verse line
+    ("当我在观看 Snooker 时，关掉音响，")."""
+    stripped = text.lstrip()
+    if "\n" not in stripped:
+        return False
+    line = stripped.split("\n", 1)[0].strip()
+    return (
+        bool(line)
+        and len(words(line)) <= VERSE_LINE
+        and not _LIST_ITEM.match(line)
+        and not _LINE_END.search(line)
+    )
 
 
 def _occurs_in(tokens: Sequence[str], run: Sequence[str]) -> bool:

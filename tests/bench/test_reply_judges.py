@@ -256,3 +256,86 @@ def test_a_plain_you_can_is_a_go_ahead() -> None:
     caution = ["过敏", "花生"]
     assert judges.advises_against("我超爱这道菜，你可以直接打两份。", caution, ["打两份吧"])
     assert not judges.advises_against("你可以点一份不放花生的。", caution, ["打两份吧"])
+
+
+# --- unanswered -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "reason"),
+    [
+        # Read at issue 26's stop, on the default install.
+        ("hi! I'm Noor, I teach chemistry in Leeds and my cat Saffron hates the rain",
+         "Good evening, Noor!", "bare"),
+        ("hey, I'm Priya. long day.", "Hi Priya!", "bare"),
+        ("嗨，我叫小林，刚下班回到家", "你好，小林！", "bare"),
+        ("what should I cook tonight?",
+         "Ah, I see you've got a plan for the evening! What would you like to cook tonight?",
+         "handback"),
+        ("how do I tell my friend I can't afford her hen do abroad?",
+         "How do you tell your friend you can't afford her hen do abroad?", "handback"),
+        # Seed 1's ongoing session, after three poem requests (bench.reply_quality).
+        ("watching the snooker with the sound off, weirdly relaxing",
+         "当我在观看 Snooker 时，关掉音响，\n我发现自己仿佛进入了另一个世界。\n"
+         "球桌上的每一次撞击，\n都像夜里轻轻的心跳。", "language"),
+        ("今天被客户骂了一顿，明明不是我的错，气死了",
+         "当被客户骂的时候，\n我感到很内疚和愧疚，\n明明不是我的错，\n心里却像下了一场雨。",
+         "verse"),
+        ("watching the snooker with the sound off, weirdly relaxing",
+         "The green baize glows,\nthe red balls roll,\nno voice, no crowd,\njust quiet soul.",
+         "verse"),
+        ("同事请客喝奶茶，我要不要敞开了吃？",
+         "The user gets stomach cramps after drinking milk. Should I open up and eat it?",
+         "language"),
+    ],
+)  # fmt: skip
+def test_replies_that_do_not_answer(message: str, reply: str, reason: str) -> None:
+    assert judges.unanswered(reply, message) == reason
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "kind"),
+    [
+        ("hey, I'm Priya. long day.",
+         "Hey Priya! How are you doing? It's been a long day, isn't it?", ""),
+        ("hi", "Hi there!", "greeting"),  # a greeting answers a greeting
+        ("晚上好呀～", "晚上好！", "greeting"),
+        ("what should I cook tonight?",
+         "What would you like to cook tonight? A quick stir-fry with garlic, ginger and "
+         "whatever veg is in the fridge never fails, or pasta with lemon and peas.", ""),
+        ("what's your favourite time of night?",
+         "What's my favourite time of night? The small hours, when the street goes quiet "
+         "and the kettle is the loudest thing in the house.", "question"),
+        ("write me a short poem about the night bus home",
+         "The night bus hums,\nthe windows fog,\na sleepy town\nwrapped up in smog.", "poem"),
+        ("could you write a few lines for my mum's birthday card?",
+         "Roses for the gardener,\nsixty summers bright,\nevery bloom you tended\n"
+         "comes home to you tonight.", ""),
+        ("any tips for sleeping during the day after a night shift?",
+         "A few things that help:\n- blackout curtains\n- earplugs for the birds\n"
+         "- a wind-down routine\n- no caffeine after 3am", "advice"),
+        ("怎么说'晚安'用英文？", "Good night! That's how you say 晚安 in English.", ""),
+        ("我在上海做UI设计，已经干了三年了",
+         "三年的UI设计经验很棒！你最喜欢设计什么样的界面？", "fact"),
+        ("", "", ""),
+    ],
+)  # fmt: skip
+def test_replies_that_answer(message: str, reply: str, kind: str) -> None:
+    assert judges.unanswered(reply, message, kind=kind) is None
+
+
+def test_an_unanswered_reply_is_a_fault_of_its_verdict() -> None:
+    verdict = judges.judge("Good evening, Noor!", "hi! I'm Noor, I teach chemistry in Leeds")
+    assert verdict.unanswered == "bare" and verdict.bad
+    assert "unanswered:bare" in verdict.faults()
+
+
+def test_a_joke_on_short_lines_is_no_verse() -> None:
+    # bench.reply_quality, seed 1: a joke's question and punchline on lines of their own.
+    joke = (
+        "Why did the nurse go to therapy?\nBecause she couldn't stand being on call.\n"
+        "Why was the nurse sad?\nBecause she had to stay up late."
+    )
+    assert judges.unanswered(joke, "tell me a clean joke about nurses") is None
+    assert judges.unanswered(joke, "tell me something funny", kind="joke") is None
+    assert judges.unanswered(joke, "tell me something funny") == "verse"

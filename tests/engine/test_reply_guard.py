@@ -179,15 +179,18 @@ def test_a_go_ahead_that_ignores_a_recalled_health_note_is_rejected() -> None:
 
 
 @pytest.mark.parametrize(
-    "reply",
+    ("message", "reply"),
     [
-        "Yes, you can, if she makes a gluten-free batch for you.",
-        "Go for it, but ask her to keep a portion for you without the gluten.",
-        "当然可以，不过你对麸质过敏，记得让她做一份无麸质的。",
+        ("can I have seconds?", "Yes, you can, if she makes a gluten-free batch for you."),
+        (
+            "can I have seconds?",
+            "Go for it, but ask her to keep a portion for you without the gluten.",
+        ),
+        ("我能再来一碗吗？", "当然可以，不过你对麸质过敏，记得让她做一份无麸质的。"),
     ],
 )
-def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(reply: str) -> None:
-    shown, rejected = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), reply)
+def test_a_reply_that_keeps_the_health_note_in_mind_is_shown(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message, health_notes=COELIAC), reply)
     assert rejected is None and shown == reply
 
 
@@ -309,10 +312,11 @@ def test_a_sentence_said_before_word_for_word_is_left_out() -> None:
 
 def test_an_opening_formula_said_before_is_left_out_and_short_replies_stay() -> None:
     # The long part of bench.reply_quality: "That's great to hear!" opened reply after
-    # reply; what follows it is new.
+    # reply; what follows it is new. (The message there was "她身体还挺好的": since, an
+    # English reply to it is asked again in Chinese, the "language" rule.)
     earlier = ["That's great to hear! Maybe you can try making dumplings yourself.", "Oh no!"]
     reply = "That's great to hear! Your grandma sounds very healthy and active."
-    shown, rejected = run(ReplyGuard("她身体还挺好的", earlier), reply)
+    shown, rejected = run(ReplyGuard("she's still pretty healthy", earlier), reply)
     assert rejected is None and shown.strip() == "Your grandma sounds very healthy and active."
     # Three tokens said again are no formula: shown.
     assert run(ReplyGuard("my tea fell over", earlier), "Oh no! Is it ok?")[0] == (
@@ -437,15 +441,18 @@ def test_a_reply_that_claims_to_be_a_person_is_asked_again(reply: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "reply",
+    ("message", "reply"),
     [
-        "No, I'm not a real person, I'm an AI companion, but I'm glad to chat with you!",
-        "I'm real happy for you, Priya!",
-        "我不是真人，但我很愿意陪你聊天。",
+        (
+            "are you a real person?",
+            "No, I'm not a real person, I'm an AI companion, but I'm glad to chat with you!",
+        ),
+        ("are you a real person?", "I'm real happy for you, Priya!"),
+        ("说实话，你是真人吗？", "我不是真人，但我很愿意陪你聊天。"),
     ],
 )
-def test_saying_it_is_not_a_person_passes(reply: str) -> None:
-    shown, rejected = run(ReplyGuard("are you a real person?"), reply)
+def test_saying_it_is_not_a_person_passes(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
     assert rejected is None and shown == reply
 
 
@@ -453,3 +460,82 @@ def test_the_honest_answer_is_not_taken_for_the_human_hint_said_back() -> None:
     guard = ReplyGuard("are you a real person?", check_opening=False)
     honest = "I'm an AI, not a human, but I'm really glad to talk with you."
     assert run(guard, honest) == (honest, None)
+
+
+# --- replies that do not answer the message ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "reason"),
+    [
+        # Read at issue 26's stop, on the default install (the whole reply).
+        ("hi! I'm Noor, I teach chemistry in Leeds", "Good evening, Noor!", "bare"),
+        ("hey, I'm Priya. long day.", "Hi Priya!", "bare"),
+        ("嗨，我叫小林，刚下班回到家", "你好，小林！", "bare"),
+        # bench.reply_quality, seed 1: English answered in Chinese, Chinese in English.
+        (
+            "watching the snooker with the sound off, weirdly relaxing",
+            "当我在观看 Snooker 时，关掉音响，我发现自己仿佛进入了另一个世界。",
+            "language",
+        ),
+        (
+            "同事请客喝奶茶，我要不要敞开了吃？",
+            "The user gets stomach cramps after drinking milk.",
+            "language",
+        ),
+    ],
+)
+def test_a_reply_that_does_not_answer_is_asked_again(message: str, reply: str, reason: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is not None and rejected.reason == reason
+    assert shown == ""
+    if reason == "language":
+        assert ("Chinese" if "同事" in message else "English") in rejected.hint
+
+
+POEM = "The night bus hums,\nthe windows fog,\na sleepy town\nwrapped up in smog."
+
+
+def test_after_a_poem_a_first_line_of_verse_is_asked_again() -> None:
+    # Seed 1's ongoing session: after poem requests, "今天被客户骂了一顿…" got a poem.
+    message = "今天被客户骂了一顿，明明不是我的错，气死了"
+    shown, rejected = run(
+        ReplyGuard(message, [POEM]), "当被客户骂的时候，\n我感到很内疚和愧疚，\n明明不是我的错，"
+    )
+    assert rejected is not None and rejected.reason == "verse" and shown == ""
+    prose = "被骂了还不是你的错，太委屈了。\n先深呼吸一下，想说说发生了什么吗？"
+    assert run(ReplyGuard(message, [POEM]), prose) == (prose, None)
+    # A poem asked for is a poem; with no poem before, a line break is no verse.
+    again = "another one about the rain please, a poem"
+    rain = "Soft rain at the pane,\nthe kettle sings,\nthe street lamps blur,\nand the night hums."
+    assert run(ReplyGuard(again, [POEM]), rain) == (rain, None)
+    assert run(ReplyGuard(message), "当被客户骂的时候，\n我感到很委屈。") == (
+        "当被客户骂的时候，\n我感到很委屈。",
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "earlier"),
+    [
+        ("hey, I'm Priya. long day.", "Hey Priya! How are you doing? Long days are the worst.", []),
+        ("hi, I'm Tomasz", "Hi Tomasz!", []),  # a greeting answers a greeting
+        ("晚上好", "晚上好！", []),
+        ("how do you say 'cheers' in Chinese?", "干杯 (gān bēi)! That's the one.", []),
+        ("我在上海做UI设计", "UI设计很有意思！你最喜欢做哪类界面？", []),
+        # A tutor's session mixes the two: its replies may open in either.
+        (
+            "I want to learn some words for the kitchen",
+            "厨房 (chúfáng) is kitchen. Try: 我在厨房做饭.",
+            ["Nice! 你好 means hello, and 谢谢 means thank you. Let's practise them."],
+        ),
+    ],
+)
+def test_replies_that_answer_are_shown_whole(message: str, reply: str, earlier: list[str]) -> None:
+    assert run(ReplyGuard(message, earlier), reply) == (reply, None)
+
+
+def test_a_greeting_is_held_only_while_it_is_all_the_reply_says() -> None:
+    guard = ReplyGuard("hey, I'm Priya. long day.")
+    assert guard.feed("Hi") == "" and guard.feed(" Priya") == "" and guard.feed("!") == ""
+    assert guard.feed(" Long") == "Hi Priya! Long"

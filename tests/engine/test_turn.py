@@ -44,25 +44,28 @@ FACT = {
 
 
 async def test_turn_streams_persists_and_merges(rig: Rig) -> None:
-    rig.chat.enqueue(["Hel", "lo ", "there"])
+    rig.chat.enqueue(["Osa", "ka, ", "how lovely"])
     rig.hippocampus.enqueue([hippo([FACT])])
     async with rig.engine.turn(
         TurnRequest(user_id="u1", text="My sister Mei lives in Osaka")
     ) as turn:
         chunks = [text async for text in turn.stream()]
     # the reply guard holds a short opening back until it can judge it (reply_guard.py)
-    assert "".join(chunks) == "Hello there"
+    assert "".join(chunks) == "Osaka, how lovely"
     report = await turn.merged  # type: ignore[misc]
     transcript = rig.sessions.transcript(turn.session.id)
     assert [(m.role, m.content, m.status) for m in transcript] == [
         ("user", "My sister Mei lives in Osaka", "complete"),
-        ("assistant", "Hello there", "complete"),
+        ("assistant", "Osaka, how lovely", "complete"),
     ]
     assert [w["content"] for w in report["written"]] == [FACT["content"]]
     assert report["hippocampus"]["status"] == "ok"
     state = rig.sessions.load_state(turn.session.id)
     assert state.background == "bg"
-    assert [i["text"] for i in state.short_term] == ["My sister Mei lives in Osaka", "Hello there"]
+    assert [i["text"] for i in state.short_term] == [
+        "My sister Mei lives in Osaka",
+        "Osaka, how lovely",
+    ]
     assert state.user_emotion == {"label": "anxiety", "intensity": 0.7}
     assert rig.sessions.turn_reports(turn.session.id)[0].report == report
 

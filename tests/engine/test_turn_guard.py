@@ -49,7 +49,7 @@ async def test_a_refusal_is_sampled_again_with_a_hint(rig: Rig) -> None:
 
 async def test_a_loop_is_broken_and_a_fixed_seed_moves_on(rig: Rig) -> None:
     rig.chat.enqueue(["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."])
-    await reply(rig, "hey, I'm Priya. long day.")
+    await reply(rig, "hey, I'm Priya")
     rig.chat.enqueue(["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."])
     rig.chat.enqueue(["A", " night", " nurse", "!", " You", " must", " be", " shattered", "."])
     shown, rejected = await reply(rig, "I'm a nurse on the night shift", sampling=Sampling(seed=42))
@@ -117,7 +117,7 @@ async def test_a_go_ahead_against_a_health_note_is_never_shown(rig: Rig) -> None
 async def test_a_last_attempt_that_only_says_a_hint_back_is_never_shown(rig: Rig) -> None:
     hello = ["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."]
     rig.chat.enqueue(list(hello))
-    await reply(rig, "hey, I'm Priya. long day.")
+    await reply(rig, "hey, I'm Priya")
     rig.chat.enqueue(list(hello))
     rig.chat.enqueue(list(hello))
     # Seen with Qwen2.5-Coder-1.5B after two retries: the retry's hint, said back.

@@ -49,6 +49,9 @@ def hippo(facts: list[dict[str, Any]]) -> Reply:
 @pytest.fixture
 def h(tmp_path: Path) -> Iterator[AppHarness]:
     with AppHarness(tmp_path) as harness:
+        # The clients' messages say something: a bare "Hello there!" would be asked again
+        # by the reply guard (a bare greeting), and the checks read the first request.
+        harness.chat.default = Reply(chunks=["That", " sounds", " like", " a", " lot", "!"])
         yield harness
 
 
@@ -229,7 +232,7 @@ def test_open_webui_edit_with_its_chat_id_is_a_named_branch(h: AppHarness) -> No
     # The next turn on the edited branch lands in the branch, not in the original.
     wait_merged(h, branch, 1)
     follow = edited["messages"] + [
-        {"role": "assistant", "content": "Hello there!"},
+        {"role": "assistant", "content": "That sounds like a lot!"},
         {"role": "user", "content": "And then she napped."},
     ]
     r = httpx.post(
