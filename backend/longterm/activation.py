@@ -10,6 +10,12 @@ When the activation policy asks for lexical candidates (``lexical_pool > 0``, th
 default), each namespace is loaded into the ``LexicalIndex`` kept beside the store on its
 first activation.
 
+A message that names someone of the user's life by relation ("how is my sister doing?")
+also reaches the facts that name them only by name ("Xiaoyu's wedding moved to
+December"): the memories that say the relation give the entity table
+(``backend.memory.entities``) its names, the names' matches join the pool, and the names
+join the query the ranking reads (``through_entities``).
+
 Failure policy: activation never raises for runtime trouble: an unreachable store yields
 an empty activation with ``degraded`` set (the turn answers without recalled memories);
 an embedder that is down resolves the query embedding to no vector (keywords only).
@@ -29,6 +35,7 @@ import numpy as np
 
 from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
+from backend.memory.entities import asked_relations, entity_table, names_for, surface_words
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.retrieve import Retrieval, retrieve
@@ -178,6 +185,43 @@ class ActivationRetriever:
             if not m.is_superseded and m.importance >= policy.min_importance
         ]
 
+    def text_matches(self, ns: Namespace, words: Sequence[str]) -> list[Memory]:
+        """Memories that hold one of ``words``: the lexical index's matches, or without
+        one a bounded text scan per word."""
+        if not words:
+            return []
+        if self.lexical_ready(ns) is not None:
+            return self.lexical_candidates(ns, " ".join(words))
+        found: list[Memory] = []
+        for word in words[:5]:
+            found += self.store.list(
+                ns, text=word, limit=max(1, self.policy.keyword_n), include_superseded=False
+            )
+        return found
+
+    def through_entities(
+        self, ns: Namespace, query_text: str, pool: list[Memory]
+    ) -> tuple[list[Memory], str]:
+        """The pool and the query, widened to the entities the message names by relation
+        (module docstring); unchanged when it names none, or none has a name."""
+        asked = asked_relations(query_text)
+        if not asked:
+            return pool, query_text
+        saying = self.text_matches(ns, surface_words(asked))
+        table = entity_table([*pool, *saying])
+        flat = query_text.lower()
+        names = [name for name in names_for(asked, table) if name.lower() not in flat]
+        if not names:
+            return pool, query_text
+        known = {m.id for m in pool}
+        wider = list(pool)
+        for memory in [*saying, *self.text_matches(ns, names)]:
+            live = not memory.is_superseded and memory.importance >= self.policy.min_importance
+            if live and memory.id not in known:
+                known.add(memory.id)
+                wider.append(memory)
+        return wider, f"{query_text} ({' '.join(names)})"
+
     def activate(
         self,
         ns: Namespace,
@@ -210,6 +254,7 @@ class ActivationRetriever:
                     query_vector, embed_ms, embedded_at = embedding.result()
                     waited_ms = max(0.0, (embedded_at - started) * 1e3)
             pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
+            pool, query_text = self.through_entities(ns, query_text, pool)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(

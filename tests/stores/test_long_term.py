@@ -337,3 +337,17 @@ def _mem(
         superseded_by="newer" if superseded else None,
         embedding=None if vector is None else vector / np.linalg.norm(vector),
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("lexical_pool", [50, 0])
+def test_a_relation_in_the_message_reaches_the_facts_of_its_entity(lexical_pool: int) -> None:
+    ltm = _hybrid(pool=1, lexical_pool=lexical_pool)  # importance 0.6: below the salient bar
+    ltm.write(NS, [fact("The user's older sister Xiaoyu lives in Chengdu", importance=0.6)])
+    ltm.write(NS, [fact("Xiaoyu moved the wedding to December", importance=0.6)])
+    ltm.write(NS, [fact("The user likes morning walks in the park", importance=0.6)])
+    wedding = "Xiaoyu moved the wedding to December"
+    # "sister" names Xiaoyu, whose fact never says "sister": recalled through her name.
+    recalled = [m.content for m in ltm.activate(NS, "how is my sister doing?").memories]
+    assert wedding in recalled
+    # The same message without the relation does not reach it.
+    assert wedding not in [m.content for m in ltm.activate(NS, "how is she doing?").memories]

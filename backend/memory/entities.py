@@ -1,0 +1,250 @@
+"""The people and pets of the user's life, read from the memories that name them.
+
+A memory about the user's sister says so in its own words ("The user's older sister
+Xiaoyu is getting married in October in Chengdu."), and one about the hamster names it
+("Tudou, the user's hamster, is a little golden hamster, two years old."). This module
+reads those words back into a table of entities, so that the memories page can show each
+one with its facts and recall can reach a fact through its entity ("how is my sister
+doing?" finds "Xiaoyu's wedding moved to December", which never says "sister").
+
+A **mention** is one of these shapes in a memory's text (English and Chinese):
+
+- "the user's [words] RELATION [Name]": "The user's pug Pixel", "The user's older sister
+  Xiaoyu", "The user's friend Chen Jing", "The user's physio" (no name);
+- "her/his/their [words] RELATION Name", in a memory about the user: "her sister Xiaoyu's
+  wedding" (a relation of someone else's, "her fiancé's grandma", names no one of ours);
+- "Name, the user's [words] RELATION": "Tudou, the user's hamster, …";
+- "the user has a [words] RELATION called/named Name": "The user has a hamster called
+  Tudou."; "the user's RELATION is called/named Name": "The user's cat is called Dumpling.";
+- "用户的RELATION[叫NAME]" and "用户有一只RELATION叫NAME": "用户的柯基叫豆豆".
+
+RELATION is one of ``RELATIONS`` (sister, physio, pug, 奶奶, …); each has a canonical
+relation (``CANONICAL``: pug → dog, 妹妹 → sister, mom → mum) so that the words of either
+language meet, and a kind (``PETS`` are pets; everyone else a person). A Name is one or
+two capitalised words that are not months, days or languages (in Chinese, the characters
+after 叫 up to punctuation, at most four).
+
+The **table** (``entity_table``): one entity per name (the first relation it was given
+wins; the others are kept as ``described_as``); a mention with no name joins the one named
+entity of its canonical relation when there is exactly one ("The user's sister is coming
+to watch her race" is Xiaoyu's), else an entity of its own, named by the relation.
+Each entity lists the ids of the memories that mention it.
+
+The table is read from the memories each time it is needed (pure; no I/O), so it needs no
+migration and follows every edit, deletion, export and import of the memories themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from backend.memory.types import Memory
+
+Kind = Literal["person", "pet"]
+
+# Surface word → canonical relation. English and Chinese words for one relation meet here.
+CANONICAL: dict[str, str] = {
+    **{w: w for w in (
+        "sister", "brother", "sibling", "cousin", "aunt", "uncle", "niece", "nephew", "son",
+        "daughter", "baby", "husband", "wife", "partner", "boyfriend", "girlfriend", "ex",
+        "friend", "flatmate", "neighbour", "boss", "manager", "colleague", "teammate",
+        "client", "teacher", "tutor", "coach", "physio", "doctor", "therapist", "dog", "cat",
+        "hamster", "rabbit", "parrot", "bird", "fish", "horse", "pet", "grandma", "grandpa",
+        "mum", "dad", "fiancé", "kid",
+    )},
+    "neighbor": "neighbour", "roommate": "flatmate", "housemate": "flatmate",
+    "coworker": "colleague", "co-worker": "colleague", "auntie": "aunt",
+    "mom": "mum", "mother": "mum", "dad": "dad", "father": "dad",
+    "grandmother": "grandma", "nan": "grandma", "nana": "grandma", "granny": "grandma",
+    "grandfather": "grandpa", "fiance": "fiancé", "fiancee": "fiancé", "fiancée": "fiancé",
+    "child": "kid", "kids": "kid", "children": "kid", "puppy": "dog", "pug": "dog",
+    "corgi": "dog", "labrador": "dog", "kitten": "cat", "tabby": "cat", "bunny": "rabbit",
+    # Chinese
+    "姐姐": "sister", "妹妹": "sister", "哥哥": "brother", "弟弟": "brother",
+    "妈妈": "mum", "母亲": "mum", "爸爸": "dad", "父亲": "dad",
+    "奶奶": "grandma", "外婆": "grandma", "姥姥": "grandma", "爷爷": "grandpa",
+    "外公": "grandpa", "姥爷": "grandpa", "男朋友": "boyfriend", "女朋友": "girlfriend",
+    "老公": "husband", "丈夫": "husband", "老婆": "wife", "妻子": "wife", "儿子": "son",
+    "女儿": "daughter", "朋友": "friend", "同事": "colleague", "室友": "flatmate",
+    "老板": "boss", "领导": "boss", "教练": "coach", "老师": "teacher", "未婚夫": "fiancé",
+    "未婚妻": "fiancé", "猫": "cat", "小猫": "cat", "狗": "dog", "小狗": "dog",
+    "柯基": "dog", "仓鼠": "hamster", "兔子": "rabbit",
+}  # fmt: skip
+RELATIONS = frozenset(CANONICAL)
+PETS = frozenset(("dog", "cat", "hamster", "rabbit", "parrot", "bird", "fish", "horse", "pet"))
+
+_NOT_NAMES = frozenset(
+    (
+        "January", "February", "March", "April", "May", "June", "July", "August",
+        "September", "October", "November", "December", "Monday", "Tuesday", "Wednesday",
+        "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Easter", "English",
+        "Chinese", "The", "She", "He", "They", "It", "His", "Her", "Their", "User",
+    )
+)  # fmt: skip
+_LATIN = sorted((w for w in RELATIONS if w.isascii()), key=len, reverse=True)
+_CJK_RELATIONS = sorted((w for w in RELATIONS if not w.isascii()), key=len, reverse=True)
+_REL = "(?P<rel>" + "|".join(re.escape(w) for w in _LATIN) + ")"
+_NAME = r"(?P<name>[A-Z][a-z]+(?:\s[A-Z][a-z]+)?)"
+_WORDS = r"(?:[a-z][\w-]*\s){0,2}?"  # "older ", "swim ", "little golden "
+_TAIL = r"(?![\w-])"
+# Case matters: a name is capitalised, a relation is not ("The user's sister is…").
+_POSSESSED = re.compile(
+    rf"\b(?P<whose>[Tt]he user's|[Hh]er|[Hh]is|[Tt]heir)\s{_WORDS}{_REL}{_TAIL}(?:,?\s{_NAME})?"
+)
+_APPOSITION = re.compile(rf"{_NAME},\s(?:the user's|their|her|his)\s{_WORDS}{_REL}{_TAIL}")
+_HAS_A = re.compile(rf"\b[Tt]he user has an?\s{_WORDS}{_REL}{_TAIL}\s(?:called|named)\s{_NAME}")
+_CALLED = re.compile(
+    rf"\b[Tt]he user's\s{_WORDS}{_REL}{_TAIL}\s(?:is|was)\s(?:called|named)\s{_NAME}"
+)
+_CJK_REL = "(?P<rel>" + "|".join(re.escape(w) for w in _CJK_RELATIONS) + ")"
+_CJK_MENTION = re.compile(
+    rf"用户(?:的|有(?:一|两|几)?(?:只|个|位|条)?){_CJK_REL}(?:(?:叫|名叫|叫做)(?P<name>[\u3400-\u9fff]{{1,4}}))?"
+)
+# Words a query names a relation with: "my sister", "我妹妹", "my dog" (bare: "the dog").
+_QUERY_WORDS = re.compile(
+    r"[a-zé'-]+|" + "|".join(re.escape(w) for w in _CJK_RELATIONS), re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One entity named in one memory's text."""
+
+    relation: str  # canonical ("sister", "dog")
+    said: str  # the word the memory used ("older sister" → "sister"; "pug")
+    name: str | None
+
+
+@dataclass(slots=True)
+class Entity:
+    """Someone (or a pet) of the user's life, with the memories that name them."""
+
+    name: str | None  # None: known only by relation ("the user's physio")
+    relation: str  # canonical relation to the user
+    kind: Kind
+    described_as: list[str] = field(default_factory=list)  # words used, first first
+    memory_ids: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """How the memories page names it: "Pixel (dog: pug)", "physio"."""
+        said = [w for w in self.described_as if w != self.relation]
+        detail = f"{self.relation}: {', '.join(said)}" if said else self.relation
+        return f"{self.name} ({detail})" if self.name else detail
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "relation": self.relation,
+            "kind": self.kind,
+            "described_as": list(self.described_as),
+            "memory_ids": list(self.memory_ids),
+        }
+
+
+def _name(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    words = raw.split()
+    while words and words[-1] in _NOT_NAMES:
+        words.pop()
+    if not words or words[0] in _NOT_NAMES:
+        return None
+    return " ".join(words)
+
+
+def mentions(content: str) -> list[Mention]:
+    """The entities ``content`` names, in order of their first word (module docstring)."""
+    content = content.replace("’", "'")
+    found: list[tuple[int, Mention]] = []
+    for pattern in (_POSSESSED, _APPOSITION, _HAS_A, _CALLED):
+        for match in pattern.finditer(content):
+            said = match.group("rel").lower()
+            name = _name(match.groupdict().get("name"))
+            whose = (match.groupdict().get("whose") or "the user's").lower()
+            if name is None and whose != "the user's":
+                continue  # "her fiancé's grandma": someone else's relation, no one of ours
+            # "The user's sister Xiaoyu's wedding": the name is the sister's all the same.
+            found.append((match.start(), Mention(CANONICAL[said], said, name)))
+    for match in _CJK_MENTION.finditer(content):
+        said = match.group("rel")
+        found.append((match.start(), Mention(CANONICAL[said], said, match.group("name"))))
+    found.sort(key=lambda item: item[0])
+    # "Tudou, the user's hamster": the relation said beside the name is the named one.
+    named = {m.relation for _, m in found if m.name}
+    out: list[Mention] = []
+    for _, mention in found:
+        if mention not in out and (mention.name or mention.relation not in named):
+            out.append(mention)
+    return out
+
+
+def entity_table(memories: Iterable[Memory]) -> list[Entity]:
+    """The people and pets the memories name, most mentioned first (module docstring)."""
+    named: dict[str, Entity] = {}
+    unnamed: list[tuple[str, Mention]] = []
+    for memory in memories:
+        for mention in mentions(memory.content):
+            if mention.name is None:
+                unnamed.append((memory.id, mention))
+                continue
+            entity = named.setdefault(
+                mention.name.lower(),
+                Entity(mention.name, mention.relation, _kind(mention.relation)),
+            )
+            _add(entity, memory.id, mention.said)
+    by_relation: dict[str, list[Entity]] = {}
+    for entity in named.values():
+        by_relation.setdefault(entity.relation, []).append(entity)
+    alone: dict[str, Entity] = {}
+    for memory_id, mention in unnamed:
+        owners = by_relation.get(mention.relation, [])
+        if len(owners) == 1:
+            _add(owners[0], memory_id, mention.said)
+        else:
+            entity = alone.setdefault(
+                mention.relation, Entity(None, mention.relation, _kind(mention.relation))
+            )
+            _add(entity, memory_id, mention.said)
+    table = [*named.values(), *alone.values()]
+    table.sort(key=lambda e: (-len(e.memory_ids), e.name is None, e.name or e.relation))
+    return table
+
+
+def _kind(relation: str) -> Kind:
+    return "pet" if relation in PETS else "person"
+
+
+def _add(entity: Entity, memory_id: str, said: str) -> None:
+    if memory_id not in entity.memory_ids:
+        entity.memory_ids.append(memory_id)
+    if said not in entity.described_as:
+        entity.described_as.append(said)
+
+
+def asked_relations(query: str) -> set[str]:
+    """The canonical relations a message names ("how is my sister doing?" → sister;
+    "我妹妹最近怎么样" → sister; "what's my dog called?" → dog)."""
+    words = [w.lower() for w in _QUERY_WORDS.findall(query)]
+    asked = {CANONICAL[w] for w in words if w in CANONICAL}
+    return asked | PETS if "pet" in asked else asked  # "my pet" is the dog, the cat…
+
+
+def surface_words(relations: Iterable[str]) -> list[str]:
+    """Every word, in either language, that names one of ``relations``."""
+    wanted = set(relations)
+    return sorted(word for word, canonical in CANONICAL.items() if canonical in wanted)
+
+
+def names_for(relations: Iterable[str], table: Sequence[Entity]) -> list[str]:
+    """The names of the entities of ``relations`` ("sister" → ["Xiaoyu"])."""
+    wanted = set(relations)
+    return [e.name for e in table if e.name and e.relation in wanted]
+
+
+def about(memory: Memory, table: Sequence[Entity]) -> list[Entity]:
+    """The entities a memory names (none: it is about the user alone)."""
+    return [e for e in table if memory.id in e.memory_ids]
