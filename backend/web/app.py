@@ -15,7 +15,15 @@ from backend.engine.maintenance import maintenance_loop
 from backend.engine.services import Services, build_services
 from backend.engine.warm_up import warm_up
 from backend.longterm.outbox_replay import outbox_loop
-from backend.web import health, memories_api, nemo_api, openai_api, personas_api, sessions_api
+from backend.web import (
+    entities_api,
+    health,
+    memories_api,
+    nemo_api,
+    openai_api,
+    personas_api,
+    sessions_api,
+)
 from backend.web.errors import error_body, install_error_handlers
 from backend.web.log_masking import install_log_masking
 from backend.web.mcp_server import mount as mount_mcp
@@ -155,6 +163,7 @@ def create_app(
     app.include_router(nemo_api.router)  # /chat, /generate, /generate/stream (NeMo UI)
     app.include_router(personas_api.router)
     app.include_router(memories_api.router)
+    app.include_router(entities_api.router)
     app.include_router(sessions_api.router)
     app.include_router(websocket_router)
     mount_mcp(app, settings.server.host)  # /mcp; its session manager runs in the lifespan

@@ -1,8 +1,10 @@
 """The memory tools for outside agents, as an MCP server (README.md, "Ways in").
 
-Three tools over ONE namespace (user, persona): ``memory_recall(query, k=5)``,
+Four tools over ONE namespace (user, persona): ``memory_recall(query, k=5)``,
 ``memory_store(content, category="general", importance=0.6)`` (through the save gate, as
-the chat model's own tool: confidence 0.9) and ``memory_forget(memory_id)``. Built with the
+the chat model's own tool: confidence 0.9), ``memory_forget(memory_id)`` and
+``memory_people()`` (the people and pets the memories name, each with its notes:
+``backend.memory.entities``). Built with the
 official ``mcp`` SDK (2.x: ``MCPServer``, formerly ``FastMCP``).
 
 Two transports:
@@ -44,6 +46,7 @@ from backend.memory.types import CATEGORIES, Candidate, Namespace
 from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
 from backend.web.deps import user_for_authorization
+from backend.web.entities_api import entities_with_facts, live_memories
 from backend.web.errors import error_body
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,11 @@ class MemoryScope:
 ScopeResolver = Callable[[Context], MemoryScope]
 
 
+class RecalledNote(BaseModel):
+    id: str
+    content: str
+
+
 class RecalledMemory(BaseModel):
     id: str
     content: str
@@ -80,6 +88,13 @@ class StoreResult(BaseModel):
 class ForgetResult(BaseModel):
     id: str
     forgotten: bool
+
+
+class Person(BaseModel):
+    name: str | None  # None: known only by relation ("the physio")
+    relation: str  # to the user: sister, dog, physio…
+    kind: Literal["person", "pet"]
+    notes: list[RecalledNote]
 
 
 def build_mcp_server(resolve: ScopeResolver) -> MCPServer:
@@ -148,6 +163,22 @@ def build_mcp_server(resolve: ScopeResolver) -> MCPServer:
         scope = resolve(ctx)
         removed = await asyncio.to_thread(scope.long_term.delete, scope.namespace, memory_id)
         return ForgetResult(id=memory_id, forgotten=removed)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def memory_people(ctx: Context) -> list[Person]:
+        """The people and pets of the user's life that the memory knows, each with the
+        notes that name them (a relation without a name: "the physio")."""
+        scope = resolve(ctx)
+        memories = await asyncio.to_thread(live_memories, scope.long_term, scope.namespace)
+        return [
+            Person(
+                name=entity.name,
+                relation=entity.relation,
+                kind=entity.kind,
+                notes=[RecalledNote(id=m.id, content=m.content) for m in facts],
+            )
+            for entity, facts in entities_with_facts(memories)
+        ]
 
     return server
 

@@ -212,6 +212,25 @@ class MemoryPage(BaseModel):
     has_more: bool
 
 
+class EntityFact(BaseModel):
+    id: str
+    content: str
+
+
+class EntityOut(BaseModel):
+    """Someone (or a pet) of the user's life, read from the memories that name them."""
+
+    name: str | None = Field(description='None: known only by relation ("the physio").')
+    relation: str = Field(description="Canonical relation to the user: sister, dog, physio…")
+    kind: Literal["person", "pet"]
+    described_as: list[str] = Field(description="The words the memories used: pug, 妹妹…")
+    facts: list[EntityFact]
+
+
+class EntityList(BaseModel):
+    items: list[EntityOut]
+
+
 class MemoryCreate(_Body):
     """A memory the user writes deliberately: stored as is (no save gate)."""
 

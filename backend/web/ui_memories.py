@@ -26,6 +26,7 @@ from backend.engine.services import Services
 from backend.memory.decay import memory_strength
 from backend.memory.types import CATEGORIES, Memory, Namespace
 from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
+from backend.web.entities_api import entities_with_facts, live_memories
 from backend.web.ui_support import UiError, UiReader, UiWriter, render, services_of
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,20 @@ def _listing(
     }
 
 
+def _people(services: Services, ns: Namespace) -> list[dict[str, Any]]:
+    """The People & pets view: each entity the memories name, with its facts."""
+    with _store_errors():
+        memories = live_memories(services.long_term, ns)
+    return [
+        {
+            "entity": entity,
+            "facts": facts,
+            "search": entity.name or entity.described_as[0],
+        }
+        for entity, facts in entities_with_facts(memories)
+    ]
+
+
 QueryText = Annotated[str, Query(max_length=MAX_QUERY)]
 
 
@@ -146,8 +161,10 @@ async def memories_page(
         page=page,
         superseded=superseded,
     )
+    people = await asyncio.to_thread(_people, services, ns)
     context = {
         "listing": listing,
+        "people": people,
         "personas": list(services.personas),
         "persona_id": ns.persona_id,
         "categories": CATEGORIES,

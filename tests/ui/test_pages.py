@@ -488,3 +488,21 @@ def test_signed_out_fragments_and_streams(auth_h: AppHarness) -> None:
         stream = c.get("/ui/sessions/x/turns/y/stream", headers={"Accept": "text/event-stream"})
     assert fragment.headers["hx-redirect"] == "/login?next=%2F%3Fsession%3Dx"
     assert stream.status_code == 204  # an EventSource stops instead of retrying
+
+
+def test_the_memories_page_shows_people_and_pets_with_their_facts(h: AppHarness) -> None:
+    store_memory(h, "The user's pug Pixel snores like a tractor.")
+    store_memory(h, "Pixel, the user's dog, hates the vacuum cleaner.")
+    store_memory(h, "The user's older sister Anjali lives in Toronto.")
+    store_memory(h, "The user works as a nurse.")
+    with client(h) as c:
+        page = c.get("/memories").text
+    people = page[page.index('id="people-title"') : page.index('id="memory-list"')]
+    assert "Pixel" in people and "pet · pug, dog · 2 memories" in people
+    assert "Anjali" in people and "person · sister · 1 memory" in people
+    assert "hates the vacuum cleaner" in people and "nurse" not in people
+    assert "q=Pixel" in people
+    # Without a memory that names anyone, there is no such section.
+    h.services.long_term.store.drop_namespace(NS)
+    with client(h) as c:
+        assert 'id="people-title"' not in c.get("/memories").text

@@ -160,7 +160,7 @@ async def _mcp_store_and_recall(config: Path, persona: str) -> tuple[Any, Any]:
         ):
             await session.initialize()
             tools = {tool.name for tool in (await session.list_tools()).tools}
-            assert tools == {"memory_recall", "memory_store", "memory_forget"}
+            assert tools == {"memory_recall", "memory_store", "memory_forget", "memory_people"}
             stored = await _call(
                 session, "memory_store", content="The user's sister Mira lives in Lisbon."
             )

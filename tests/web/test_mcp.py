@@ -57,7 +57,7 @@ async def call(session: ClientSession, name: str, **arguments: Any) -> Any:
 
 async def store_recall_forget(session: ClientSession) -> None:
     tools = {tool.name for tool in (await session.list_tools()).tools}
-    assert tools == {"memory_recall", "memory_store", "memory_forget"}
+    assert tools == {"memory_recall", "memory_store", "memory_forget", "memory_people"}
     stored = await call(
         session,
         "memory_store",
@@ -72,11 +72,17 @@ async def store_recall_forget(session: ClientSession) -> None:
     assert note["content"] == "The user's sister Mira lives in Lisbon."
     assert note["category"] == "relationship" and len(note["date"]) == 10
     assert 0 < note["score"] <= 1
+    people = (await call(session, "memory_people"))["result"]
+    assert people == [
+        {"name": "Mira", "relation": "sister", "kind": "person",
+         "notes": [{"id": stored["id"], "content": "The user's sister Mira lives in Lisbon."}]}
+    ]  # fmt: skip
     forgotten = await call(session, "memory_forget", memory_id=stored["id"])
     assert forgotten == {"id": stored["id"], "forgotten": True}
     assert (await call(session, "memory_recall", query="Where does Mira live?"))["result"] == []
     again = await call(session, "memory_forget", memory_id=stored["id"])
     assert again["forgotten"] is False
+    assert (await call(session, "memory_people"))["result"] == []
 
 
 @pytest.mark.anyio

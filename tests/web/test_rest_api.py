@@ -512,3 +512,32 @@ def test_store_down_is_a_503_and_nothing_half_done(tmp_path: Path) -> None:
         store.down = False
         assert contents(memories(api)) == ["The user likes tea"]
         assert api.delete(f"/api/sessions/{session}?forget_memories=true").status_code == 200
+
+
+def test_entities_are_read_from_the_memories_that_name_them(api: httpx.Client) -> None:
+    assert api.get("/api/personas/companion/entities").json() == {"items": []}
+    one = create(api, "The user's older sister Xiaoyu is getting married in Chengdu.")
+    two = create(api, "The user's sister teaches math in a middle school.")
+    create(api, "The user lives in Guangzhou.")
+    create(api, "The user has a hamster called Tudou.", persona="tutor")
+    body = api.get("/api/personas/companion/entities").json()
+    assert body == {
+        "items": [
+            {
+                "name": "Xiaoyu",
+                "relation": "sister",
+                "kind": "person",
+                "described_as": ["sister"],
+                "facts": [
+                    {"id": one["id"], "content": one["content"]},
+                    {"id": two["id"], "content": two["content"]},
+                ],
+            }
+        ]
+    }
+    # Per persona, and the table follows the memories: deleting one drops its fact.
+    assert [e["name"] for e in api.get("/api/personas/tutor/entities").json()["items"]] == ["Tudou"]
+    assert api.delete(f"/api/personas/companion/memories/{two['id']}").status_code == 204
+    facts = api.get("/api/personas/companion/entities").json()["items"][0]["facts"]
+    assert [f["id"] for f in facts] == [one["id"]]
+    assert_error(api.get("/api/personas/nobody/entities"), 404)
