@@ -347,3 +347,76 @@ def judge_store(memories: Iterable[tuple[str, str, int | None]], gold: Gold) -> 
             continue
         judged.verdicts.append((content, judge_memory(content, gold, written_at)))
     return judged
+
+
+# --- the entity table ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntity:
+    """One row of the app's entity table, as the judge reads it."""
+
+    name: str | None
+    relation: str
+    described_as: tuple[str, ...]
+
+
+@dataclass
+class TableJudgement:
+    """The app's entity table against the gold entities (``judge_table``)."""
+
+    expected: list[str] = field(default_factory=list)  # gold ids the memories name
+    found: list[str] = field(default_factory=list)  # ... in the table, right relation
+    wrong_relation: list[tuple[str, str]] = field(default_factory=list)  # (gold id, row)
+    duplicates: list[str] = field(default_factory=list)  # gold ids with two rows or more
+    unknown: list[str] = field(default_factory=list)  # rows that match no gold entity
+
+
+def _row_label(row: TableEntity) -> str:
+    return f"{row.name} ({row.relation})" if row.name else row.relation
+
+
+def _matches(row: TableEntity, entity: Entity) -> bool:
+    """A named row by one of the entity's aliases; an unnamed one by its relation word,
+    the last word of an alias ("coach" for "swim coach")."""
+    aliases = {_normal(a) for a in entity.aliases}
+    if row.name:
+        return _normal(row.name) in aliases
+    words = {_normal(w) for w in (row.relation, *row.described_as)}
+    return any(a in words or a.split()[-1] in words for a in aliases)
+
+
+def judge_table(rows: Sequence[TableEntity], gold: Gold, memories: Iterable[str]) -> TableJudgement:
+    """Is every named person and pet of the user's (gold relation "the user's …", a gold
+    id that is a name: "Xiaoyu", not "physio") that a current memory names in the table,
+    once, with its relation? The relation is right
+    when the row's relation or one of the words the memories used occurs in the gold
+    relation ("sister" in "the user's older sister"); the table's own mapping of words to
+    relations is not trusted."""
+    flat = [_normal(text) for text in memories]
+    judged = TableJudgement()
+    matched: set[int] = set()
+    for entity in gold.entities:
+        if entity.kind not in ("person", "pet") or not entity.relation.startswith("the user's"):
+            continue
+        if not entity.id[:1].isupper():
+            continue  # known by relation only: "the user's physio"
+        if not any(_finds(text, entity.aliases) for text in flat):
+            continue
+        judged.expected.append(entity.id)
+        rows_of = [n for n, row in enumerate(rows) if _matches(row, entity)]
+        matched.update(rows_of)
+        if len(rows_of) > 1:
+            judged.duplicates.append(entity.id)
+        relation = _normal(entity.relation)
+        right = [
+            n
+            for n in rows_of
+            if any(_finds(relation, [w]) for w in (rows[n].relation, *rows[n].described_as))
+        ]
+        if right:
+            judged.found.append(entity.id)
+        elif rows_of:
+            judged.wrong_relation.append((entity.id, _row_label(rows[rows_of[0]])))
+    judged.unknown = [_row_label(row) for n, row in enumerate(rows) if n not in matched]
+    return judged

@@ -42,8 +42,12 @@ definitions there) and counts the hippocampus runs whose turn report says ``ok``
 Output: one line per probe, then per-session counts, then every junk, duplicate and
 subject-error memory with its reason, and last, exactly:
 ``probe_recall=A/B stale=S memories=N junk=J duplicates=D subject_errors=E
-hippocampus_valid=V/T hippocampus_p50_s=X wrong_entity=W fragments=F precision=P`` (on one
-line; ``memories`` counts the current memories; the p50 is over every hippocampus run).
+hippocampus_valid=V/T hippocampus_p50_s=X wrong_entity=W fragments=F precision=P
+entities=G/H entity_duplicates=K`` (on one line; ``memories`` counts the current
+memories; the p50 is over every hippocampus run; ``entities``: of the user's named
+people and pets in the gold that a current memory names, how many the app's entity table
+(``backend.memory.entities``) holds with the right relation, and ``entity_duplicates`` how
+many it holds twice or more: ``bench.entity_judge.judge_table``).
 ``subject_errors`` is about who *said* a fact (the user or the persona); ``wrong_entity``,
 ``fragments`` and ``precision`` about who a fact is *about*, judged by
 ``bench.entity_judge`` against the script's hand-labelled gold
@@ -73,6 +77,7 @@ from backend.config import ConfigError, Settings, load_settings
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnRequest
 from backend.llm.port import ChatModel
+from backend.memory.entities import entity_table
 from backend.memory.types import Memory, Namespace
 from backend.personas import UnknownPersona
 from bench import entity_judge
@@ -133,6 +138,8 @@ class RunResult:
     judgement: scoring.Judgement | None = None
     # Who each memory is about (``bench.entity_judge``), where the script has gold data.
     entities: entity_judge.EntityJudgement | None = None
+    # The app's table of people and pets (``backend.memory.entities``) against the gold.
+    table: entity_judge.TableJudgement | None = None
     fragments: list[tuple[str, str]] = field(default_factory=list)  # (content, why)
     session_ids: list[str] = field(default_factory=list)
 
@@ -258,6 +265,12 @@ def judge_entities(result: RunResult, current: Sequence[Memory]) -> None:
         rows = [(m.content, m.subject, result.written_by.get(m.id)) for m in current]
         result.entities = entity_judge.judge_store(rows, gold)
         result.fragments = [(t, j.reason) for t, j in result.entities.of("fragment")]
+        users = [m for m in current if m.subject != "persona"]
+        table = [
+            entity_judge.TableEntity(e.name, e.relation, tuple(e.described_as))
+            for e in entity_table(users)
+        ]
+        result.table = entity_judge.judge_table(table, gold, [m.content for m in users])
         return
     for memory in current:
         why = entity_judge.fragment_reason(memory.content)
@@ -354,12 +367,15 @@ def final_line(result: RunResult) -> str:
     entities = result.entities
     wrong = "-" if entities is None else str(len(entities.of("wrong_entity")))
     precision = "-" if entities is None else f"{entities.precision:.3f}"
+    table = result.table
+    people = "-" if table is None else f"{len(table.found)}/{len(table.expected)}"
+    doubled = "-" if table is None else str(len(table.duplicates))
     return (
         f"probe_recall={passed}/{len(result.probes)} stale={stale} memories={judged.memories} "
         f"junk={len(judged.junk)} duplicates={len(judged.duplicates)} "
         f"subject_errors={len(judged.subject_errors)} hippocampus_valid={valid}/{total} "
         f"hippocampus_p50_s={p50:.2f} wrong_entity={wrong} fragments={len(result.fragments)} "
-        f"precision={precision}"
+        f"precision={precision} entities={people} entity_duplicates={doubled}"
     )
 
 
@@ -447,6 +463,14 @@ def render(result: RunResult) -> str:
             found = entities.of(verdict)  # type: ignore[arg-type]
             lines += ["", f"{verdict} ({len(found)}):"]
             lines += [f"- {_short(text)!r}: {j.reason}" for text, j in found]
+    table = result.table
+    if table is not None:
+        missing = [i for i in table.expected if i not in table.found]
+        lines += ["", f"entity table: {len(table.found)}/{len(table.expected)} found"]
+        lines += [f"- missing: {i}" for i in missing]
+        lines += [f"- wrong relation: {i} as {row}" for i, row in table.wrong_relation]
+        lines += [f"- duplicated: {i}" for i in table.duplicates]
+        lines += [f"- not in the gold: {row}" for row in table.unknown]
     lines += ["", f"fragments ({len(result.fragments)}):"]
     lines += [f"- {_short(text)!r}: {why}" for text, why in result.fragments]
     lines += ["", final_line(result)]

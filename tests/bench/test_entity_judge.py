@@ -148,3 +148,58 @@ def test_gold_files_belong_to_their_scripts(tmp_path: Path) -> None:
         path.write_text(json.dumps(broken), encoding="utf-8")
         with pytest.raises(UsageError):
             load_gold(path, script)
+
+
+# --- the entity table ------------------------------------------------------------------------
+
+
+def test_the_table_judge_finds_missing_doubled_and_misfiled_entities() -> None:
+    from bench.entity_judge import TableEntity, judge_table
+
+    memories = [
+        "The user's pug Pixel snores like a tractor.",
+        "The user's sister Anjali is expecting her first baby in March.",
+        "The user is a nurse.",
+    ]
+    right = [TableEntity("Pixel", "dog", ("pug",)), TableEntity("Anjali", "sister", ("sister",))]
+    judged = judge_table(right, GOLD, memories)
+    assert judged.expected == ["Pixel", "Anjali"] and judged.found == ["Pixel", "Anjali"]
+    assert judged.duplicates == [] and judged.unknown == []  # grandma: no memory names her
+    wrong = [
+        TableEntity("Pixel", "cat", ("cat",)),  # misfiled: the gold says dog
+        TableEntity("Anjali", "sister", ("sister",)),
+        TableEntity(None, "sister", ("sister",)),  # the sister twice
+        TableEntity("Tom", "flatmate", ("flatmate",)),  # no one of the gold
+    ]
+    judged = judge_table(wrong, GOLD, memories)
+    assert judged.found == ["Anjali"] and judged.wrong_relation == [("Pixel", "Pixel (cat)")]
+    assert judged.duplicates == ["Anjali"] and judged.unknown == ["Tom (flatmate)"]
+
+
+@pytest.mark.parametrize(
+    ("stem", "named"),
+    [("late_night_diary", ["Tudou", "Xiaoyu", "Ada"]), ("language_tutor", ["Chen Jing"]),
+     ("fitness_coach", [])],  # the coach's conversation names the physio, the swim coach
+)  # fmt: skip
+def test_the_apps_table_of_the_perfect_store_matches_the_gold(stem: str, named: list[str]) -> None:
+    """The oracle's memories (what a perfect hippocampus writes) read into the app's table
+    (backend.memory.entities): every person and pet of the user's they name, once, with
+    the right relation."""
+    from backend.memory.entities import entity_table
+    from bench.entity_judge import TableEntity, judge_table
+    from bench.memory_formation import load_script as load_formation_script
+    from tests.memory.test_entities import memories as as_memories
+
+    data = Path(__file__).resolve().parents[2] / "bench" / "data"
+    script = load_formation_script(data / "eval" / "conversations" / f"{stem}.json")
+    gold = load_gold(data / "formation_gold" / f"{stem}.json", script)
+    oracle = json.loads((data / "formation_oracle" / f"{stem}.json").read_text("utf-8"))
+    texts = [m["content"] for turn in oracle["turns"] for m in turn["long_term"]]
+    rows = [
+        TableEntity(e.name, e.relation, tuple(e.described_as))
+        for e in entity_table(as_memories(*texts))
+    ]
+    judged = judge_table(rows, gold, texts)
+    assert sorted(judged.expected) == sorted(named)
+    assert judged.found == judged.expected, (judged.wrong_relation, rows)
+    assert judged.duplicates == []

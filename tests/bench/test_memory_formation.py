@@ -21,7 +21,8 @@ LAST_LINE = re.compile(
     r"memories=(?P<memories>\d+) junk=(?P<junk>\d+) duplicates=(?P<duplicates>\d+) "
     r"subject_errors=(?P<subject_errors>\d+) hippocampus_valid=(?P<valid>\d+)/(?P<runs>\d+) "
     r"hippocampus_p50_s=(?P<p50>\d+\.\d\d) wrong_entity=(?P<wrong_entity>-|\d+) "
-    r"fragments=(?P<fragments>\d+) precision=(?P<precision>-|\d\.\d{3})$"
+    r"fragments=(?P<fragments>\d+) precision=(?P<precision>-|\d\.\d{3}) "
+    r"entities=(?P<entities>-|\d+/\d+) entity_duplicates=(?P<entity_duplicates>-|\d+)$"
 )
 
 SCRIPT = [
@@ -136,6 +137,7 @@ def test_a_replay_with_a_scripted_hippocampus(
         "passed": "2", "probes": "2", "stale": "0", "memories": "3", "junk": "0",
         "duplicates": "0", "subject_errors": "0", "valid": "5", "runs": "6",
         "wrong_entity": "-", "fragments": "0", "precision": "-",  # no gold for this script
+        "entities": "-", "entity_duplicates": "-",
     }  # fmt: skip
     float(numbers["p50"])
     assert hippocampus.pending == 0  # one hippocampus run per user turn
@@ -273,7 +275,7 @@ def test_who_each_memory_is_about_is_judged_against_the_gold(
     dangling = fact("He loves long walks by the tram line.")
     answers = [
         {"long_term": []},
-        {"long_term": [pug, dangling]},
+        {"long_term": [pug, dangling, DOG]},
         {"long_term": [LISBON, NURSE]},
         {"long_term": [PORTO]},
         {"long_term": []},
@@ -297,6 +299,9 @@ def test_who_each_memory_is_about_is_judged_against_the_gold(
     assert numbers["fragments"] == "0"
     correct = stored - int(numbers["wrong_entity"]) - int(numbers["fragments"])
     assert float(numbers["precision"]) == pytest.approx(correct / stored, abs=1e-3)
+    # The app's entity table holds the dog its memory names, once, as a dog.
+    assert (numbers["entities"], numbers["entity_duplicates"]) == ("1/1", "0")
+    assert "entity table: 1/1 found" in out
 
 
 def test_bad_input_exits_2(
