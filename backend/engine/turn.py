@@ -55,6 +55,7 @@ from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
 from backend.llm.port import ChatModel, ReadAhead
 from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding
+from backend.memory.entities import introduce
 from backend.memory.types import Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.sessions.locks import LockHandle
@@ -338,10 +339,17 @@ class TurnEngine:
                     start = verbatim_start(view, [m for m in rows if m.seq < stored.seq])
             retrieval = turn.persona.retrieval_policy or self.long_term.activation.retrieval
             pertinent = pertinent_ids(turn.activation, user_text, retrieval.hybrid)
+            # Each note names its people and pets with their relation ("Xiaoyu moved the
+            # wedding" is shown as "your sister Xiaoyu…"): the prompt's copies only.
+            table = turn.activation.entities if turn.activation is not None else ()
+            recalled = [
+                dataclasses.replace(m, content=introduce(m.content, table)) if table else m
+                for m in turn.recalled
+            ]
             notes = self.shown_notes.plan(
                 session.id,
                 view,
-                turn.recalled,
+                recalled,
                 user_text,
                 whole_session=whole,
                 merged=merged,
@@ -371,7 +379,7 @@ class TurnEngine:
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
             turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
             # ... and one that says it does not know what a note the message is about says.
-            answers = [m for m in turn.recalled if m.id in pertinent and not is_health_note(m)]
+            answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
             turn.answer_notes = tuple(m.content for m in answers[:ANSWER_NOTES])
         except BaseException:
             turn.end_unstreamed("the turn failed before its reply")

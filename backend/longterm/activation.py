@@ -35,7 +35,13 @@ import numpy as np
 
 from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
-from backend.memory.entities import asked_relations, entity_table, names_for, surface_words
+from backend.memory.entities import (
+    Entity,
+    asked_relations,
+    entity_table,
+    names_for,
+    surface_words,
+)
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords
 from backend.memory.retrieve import Retrieval, retrieve
@@ -57,6 +63,9 @@ class Activation:
     search_ms: float
     pool_size: int
     degraded: str | None = None
+    # The people and pets the candidate pool names: what the prompt introduces a note's
+    # names with ("Xiaoyu" → "your sister Xiaoyu": ``backend.memory.entities.introduce``).
+    entities: tuple[Entity, ...] = ()
 
     @property
     def memories(self) -> list[Memory]:
@@ -277,7 +286,10 @@ class ActivationRetriever:
         # search_ms: the activation's wall time not spent waiting for the embedding (the
         # two overlap; an embedding started early may cost the activation no wait at all).
         search_ms = max(0.0, (done - started) * 1e3 - waited_ms)
-        return Activation(result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded)
+        return Activation(
+            result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded,
+            entities=tuple(entity_table(pool)),
+        )  # fmt: skip
 
     def start_query_embedding(self, text: str) -> QueryEmbedding | None:
         """Embed ``text`` in the activation threads; hand the future to ``activate``.

@@ -248,3 +248,42 @@ def names_for(relations: Iterable[str], table: Sequence[Entity]) -> list[str]:
 def about(memory: Memory, table: Sequence[Entity]) -> list[Entity]:
     """The entities a memory names (none: it is about the user alone)."""
     return [e for e in table if memory.id in e.memory_ids]
+
+
+def introduce(content: str, table: Sequence[Entity]) -> str:
+    """``content`` with each entity it names by name alone introduced by its relation, so
+    that the note reads on its own: "Xiaoyu moved the wedding to December." → "The user's
+    sister Xiaoyu moved the wedding to December."; "小雨下个月结婚" → "用户的妹妹小雨下个月结婚".
+    A note that already says the relation (any word of it, in either language) is left as
+    it is, and so is every name after the first of each entity."""
+    for entity in table:
+        if not entity.name:
+            continue
+        words = [*surface_words({entity.relation}), *entity.described_as]
+        if any(_says(content, word) for word in words):
+            continue
+        match = _name_in(content, entity.name)
+        if match is None:
+            continue
+        said = entity.described_as[0] if entity.described_as else entity.relation
+        if said.isascii():
+            lead = "the user's" if match.start() else "The user's"
+            intro = f"{lead} {said} "
+        else:
+            intro = f"用户的{said}"
+        content = content[: match.start()] + intro + content[match.start() :]
+    return content
+
+
+def _says(content: str, word: str) -> bool:
+    if word.isascii():
+        return (
+            re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", content, re.IGNORECASE) is not None
+        )
+    return word in content
+
+
+def _name_in(content: str, name: str) -> re.Match[str] | None:
+    if name.isascii():
+        return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", content)
+    return re.search(re.escape(name), content)

@@ -466,3 +466,18 @@ async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_
     assert report["reply"] == {"status": "incomplete", "error": "the client went away"}
     assert not rig.engine._locks["s"].locked()
     assert rig.sessions.load_state("s").merged_seq == rig.sessions.transcript("s")[-1].seq
+
+
+async def test_a_recalled_note_names_its_people_with_their_relation(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    for text in ("The user's older sister Xiaoyu lives in Chengdu.",
+                 "Xiaoyu moved the wedding to December."):  # fmt: skip
+        rig.long_term.create(ns, rig.long_term.new_memory(text, importance=0.9))
+    rig.chat.enqueue(["December", " it is", "!"])
+    rig.hippocampus.enqueue([hippo()])
+    await rig.engine.run(TurnRequest(user_id="u1", text="when is Xiaoyu's wedding?"))
+    prompt = "\n".join(str(m["content"]) for m in rig.chat.calls[-1].messages)
+    # The note is shown with who Xiaoyu is; the stored memory is as it was.
+    assert "Your sister Xiaoyu moved the wedding to December." in prompt
+    stored = [m.content for m in rig.long_term.store.list(ns, offset=0, limit=10)]
+    assert "Xiaoyu moved the wedding to December." in stored

@@ -107,3 +107,33 @@ def test_english_and_chinese_words_meet_in_one_relation() -> None:
     assert asked_relations("I had a rough day") == set()
     assert sorted(names_for({"sister"}, table)) == ["Xiaoyu", "小雨"]
     assert {"sister", "妹妹", "姐姐"} <= set(surface_words({"sister"}))
+
+
+@pytest.mark.parametrize(
+    ("note", "shown"),
+    [
+        ("Xiaoyu moved the wedding to December.",
+         "The user's sister Xiaoyu moved the wedding to December."),
+        ("Xiaoyu's wedding is on December 20th.",
+         "The user's sister Xiaoyu's wedding is on December 20th."),
+        ("The user will visit Xiaoyu in May.",
+         "The user will visit the user's sister Xiaoyu in May."),
+        ("小雨下个月结婚。", "用户的妹妹小雨下个月结婚。"),
+        ("Tudou bit the user.", "The user's hamster Tudou bit the user."),
+        # Already said, in either language: left as it is.
+        ("The user's sister Xiaoyu is a teacher.", "The user's sister Xiaoyu is a teacher."),
+        ("姐姐小雨下个月结婚。", "姐姐小雨下个月结婚。"),
+        ("The user likes tea.", "The user likes tea."),
+    ],
+)  # fmt: skip
+def test_a_note_that_names_someone_alone_is_introduced(note: str, shown: str) -> None:
+    from backend.memory.entities import introduce
+
+    table = entity_table(
+        memories(
+            "The user's older sister Xiaoyu lives in Chengdu.",
+            "用户的妹妹叫小雨。",
+            "Tudou, the user's hamster, is two.",
+        )
+    )
+    assert introduce(note, table) == shown
