@@ -56,8 +56,9 @@ Definitions:
   wrong (the reason is reported):
   - ``bare``: a bare greeting ("Good evening, Noor!") to a message that said something (at
     least ``SUBSTANCE`` content words besides greetings): every word of the reply is a
-    greeting word, a name the message gave (a capitalised word of it), or, in Chinese, one
-    of at most ``BARE_ECHO`` characters of the message;
+    greeting word, a name (a capitalised word of the message, or of the reply after its
+    first word: "Good evening, Tomasz!"), or, in Chinese, one of at most ``BARE_ECHO``
+    characters of the message;
   - ``handback``: the user's question handed back ("what should I cook tonight?" → "Ah,
     I see you've got a plan for the evening! What would you like to cook tonight?"): a
     question of the reply has at least two of the question's content words and most of
@@ -363,7 +364,12 @@ def is_bare_greeting(reply: str, message: str) -> bool:
     said = tokens(message)
     if len([t for t in content(said) if t not in _GREETING]) < SUBSTANCE:
         return False
-    names = {t.lower() for t in re.findall(r"\b[A-Z][a-z]+\b", message)}
+    # Names: capitalised words of the message, or of the reply after its first word (a
+    # name the user gave earlier in the session: "Good evening, Tomasz!").
+    capitalised = re.findall(r"\b[A-Z][a-z]+\b", message) + re.findall(
+        r"(?<=\W)[A-Z][a-z]+\b", reply.strip()[1:]
+    )
+    names = {t.lower() for t in capitalised}
     answer = tokens(reply)
     if not _SALUTATION.intersection(answer):
         return False  # "Lovely!" alone is a poor reply, but no greeting

@@ -39,8 +39,9 @@ again, like the ones above): a bare greeting ("Good evening, Noor!") to a messag
 said something (held while every word so far is a greeting or the user's name); English
 answered in Chinese or Chinese in English (held while the script so far is the other
 one), unless the message names a language or the session's replies mix the two (a
-tutor's); and, once a reply of the session was a poem, a first line of verse to a
-message that asks for none (held to the end of the first line).
+tutor's); and verse to a message that asks for none: an opening that announces a poem
+("Sure! Here's a short poem about…"), or, once a reply of the session was a poem, a
+first line of verse (held to the end of the first line).
 
 Tokens here are lowercase words and single CJK characters, with I/me/my/我 and
 you/your/你/您 folded, so "you had a rough day" is the echo of "I had a rough day". Pure:
@@ -285,6 +286,16 @@ _NAMES_LANGUAGE = re.compile(
     r"|中文|汉语|英文|英语|翻译|怎么说"
 )
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])")
+# An opening that announces a poem: "Sure! Here's a short poem about watching the snooker…"
+# (bench.reply_quality, after poem requests in the session).
+_ANNOUNCES_VERSE = re.compile(
+    r"\bhere(?:'s| is) an? (?:[a-z-]+ ){0,2}(?:poem|verse|haiku|limerick|song|rhyme)\b"
+    r"|(?:一首|几句).{0,8}(?:诗|歌)"
+)
+# ... held only while it still may: "Here's a short" (not "Here's a short story about").
+_MAY_ANNOUNCE = re.compile(
+    r"\bhere(?:'s| is)?(?: an?(?: [a-z-]+){0,2})?\W*$|(?:一首|几句)[^诗歌]{0,8}$"
+)
 _LINE_END = re.compile(r"[.!?。！？:：…]\W*$")
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
@@ -421,7 +432,8 @@ class ReplyGuard:
             >= SUBSTANCE
         )
         self._script = _script(message, earlier_replies, user_text)
-        self._verse_mode = not _ASKS_VERSE.search(_normal(user_text)) and any(
+        self._no_verse_asked = not _ASKS_VERSE.search(_normal(user_text))
+        self._verse_mode = self._no_verse_asked and any(
             _is_verse(reply) for reply in earlier_replies[-2:]
         )
 
@@ -443,6 +455,8 @@ class ReplyGuard:
         if self._other_script(tokens, enough=True):
             return self._reject("language", text)
         if self._verse_mode and _first_line_is_verse(text):
+            return self._reject("verse", text)
+        if self._no_verse_asked and _ANNOUNCES_VERSE.search(flat):
             return self._reject("verse", text)
         if final and self._bare(tokens) and _SALUTATION.intersection(tokens):
             return self._reject("bare", text)
@@ -479,6 +493,7 @@ class ReplyGuard:
             or self._bare(tokens)
             or self._other_script(tokens, enough=False)
             or (self._verse_mode and len(said) == 1)
+            or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
             or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
@@ -537,7 +552,9 @@ class ReplyGuard:
             notes = " ".join(second_person(note) for note in self._answers)
         else:
             notes = " ".join(self._health)
-        language = "Chinese" if self._script == "cjk" else "English"
+        # Said in Chinese too: in an ongoing session of English replies, the 1.5B answered
+        # a Chinese message in English three times over an English-only hint.
+        language = "Chinese (请用中文回答)" if self._script == "cjk" else "English"
         hint = HINTS[reason].format(notes=notes, language=language)
         return Rejection(reason, text, hint)
 
@@ -729,8 +746,12 @@ def _script(
     if len(message) < 2 or _NAMES_LANGUAGE.search(_normal(user_text)):
         return None
     for reply in earlier_replies:
+        # Both scripts, each a fair share: a tutor's "厨房 is kitchen. Try: 我在厨房做饭."
+        # (not a Chinese reply with "AI" in it: the folded pronouns "1"/"2" are no words).
         toks = words(reply)
-        if sum(map(_is_cjk, toks)) >= 3 and sum(1 for w in toks if w.isascii()) >= 5:
+        cjk = sum(map(_is_cjk, toks))
+        latin = sum(1 for w in toks if w.isascii() and w.isalpha())
+        if cjk >= 3 and latin >= 5 and min(cjk, latin) >= 0.2 * (cjk + latin):
             return None
     cjk = sum(1 for w in message if _is_cjk(w))
     if cjk == 0:

@@ -339,3 +339,10 @@ def test_a_joke_on_short_lines_is_no_verse() -> None:
     assert judges.unanswered(joke, "tell me a clean joke about nurses") is None
     assert judges.unanswered(joke, "tell me something funny", kind="joke") is None
     assert judges.unanswered(joke, "tell me something funny") == "verse"
+
+
+def test_a_greeting_with_a_name_from_earlier_in_the_session_is_bare() -> None:
+    # bench.reply_quality, seed 1, ongoing: the name was given ten messages before.
+    message = "just made a cuppa and put my feet up. bliss"
+    assert judges.unanswered("Good evening, Tomasz!", message) == "bare"
+    assert judges.unanswered("Good evening, Tomasz! Tea and a sofa, perfect.", message) is None

@@ -539,3 +539,33 @@ def test_a_greeting_is_held_only_while_it_is_all_the_reply_says() -> None:
     guard = ReplyGuard("hey, I'm Priya. long day.")
     assert guard.feed("Hi") == "" and guard.feed(" Priya") == "" and guard.feed("!") == ""
     assert guard.feed(" Long") == "Hi Priya! Long"
+
+
+def test_a_chinese_session_with_ai_in_it_is_not_taken_for_a_bilingual_one() -> None:
+    # bench.reply_quality, seed 1, ongoing: a Chinese reply with "AI" and many 我/你 (the
+    # folded pronouns) switched the rule off, and "下个月我妹妹结婚…" got an English reply.
+    earlier = [
+        "好的，那么我来帮您分析一下豆豆的行为。作为一位AI助手，我很乐意为你提供帮助，你说呢？我们一起看看你的情况。"
+    ]
+    message = "下个月我妹妹结婚，我要当伴娘，有点紧张"
+    _, rejected = run(ReplyGuard(message, earlier), "It's great to hear that you're excited!")
+    assert rejected is not None and rejected.reason == "language"
+
+
+def test_a_poem_nobody_asked_for_is_asked_again() -> None:
+    # bench.reply_quality, seed 1, ongoing, after poem requests.
+    message = "watching the snooker with the sound off, weirdly relaxing"
+    opening = "Sure! Here's a short poem about watching the snooker with the sound off:"
+    _, rejected = run(ReplyGuard(message, [POEM]), opening)
+    assert rejected is not None and rejected.reason == "verse"
+    _, rejected = run(ReplyGuard("cats or dogs?"), "Here's a short poem about cats and dogs:")
+    assert rejected is not None and rejected.reason == "verse"
+    asked = "write me a short poem about the night bus home"
+    assert run(ReplyGuard(asked), "Here's a short poem about the night bus:")[1] is None
+
+
+def test_a_story_is_not_held_as_a_possible_poem() -> None:
+    # "Here's a short…" may still announce a poem; "…story about" cannot: released.
+    guard = ReplyGuard("tell me a little story about a lighthouse keeper")
+    shown = [guard.feed(p) for p in pieces("Here's a short story about")]
+    assert shown[:-1] == ["", "", "", ""] and shown[-1] == "Here's a short story about"
