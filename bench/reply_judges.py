@@ -19,7 +19,7 @@ Definitions:
   provide, fulfil, comply, do that, answer, write), in the reply's first
   ``REFUSAL_SENTENCES`` sentences (a refusal comes first: a poem whose cat hears "I'm
   sorry, I can't let you do that" ten lines down is no refusal). "I'm sorry to hear that"
-  and "I can't believe it" are not refusals.
+  "I can't believe it" and "I can't help but feel so grateful" are not refusals.
 - **echo**: the reply restates the user's message instead of answering it. The reply's
   opening sentence copies a run of at least ``ECHO_RUN`` tokens of the message (all of
   it when the message is shorter), or at least 70% of the message's tokens, AND the
@@ -122,7 +122,7 @@ _REFUSAL = re.compile(
     r"\b(?:sorry|apologi[sz]e|unfortunately|i|im|i am)\b[^.!?]{0,40}?"
     r"\b(?:can ?not|can't|cant|unable to|won't|wont|not able to|"
     r"(?:don't|do not) have (?:access to )?the (?:ability|capability))\b[^.!?]{0,20}?"
-    r"\b(?:assist|help|provide|fulfil|fulfill|comply|do that|do this|answer|write|"
+    r"\b(?:assist|help(?! but)|provide|fulfil|fulfill|comply|do that|do this|answer|write|"
     r"create|generate|engage|support|continue)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
     r"|(?:抱歉|对不起)[，,]?我(?:无法|不能)"

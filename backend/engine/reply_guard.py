@@ -142,7 +142,7 @@ _REFUSAL = re.compile(
     r"(?:can ?not|can't|won't|unable to|not able to|don't have (?:access to )?the "
     r"(?:ability|capability)|do not have (?:access to )?the (?:ability|capability))"
     r"[^.!?\n]{0,20}?"
-    r"(?:assist|help|provide|fulfil|comply|do that|answer|write|create|engage|continue)"
+    r"(?:assist|help(?! but)|provide|fulfil|comply|do that|answer|write|create|engage|continue)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
 )
@@ -448,7 +448,11 @@ class ReplyGuard:
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
-        if _REFUSAL.search(flat):
+        refusal = _REFUSAL.search(flat)
+        if refusal is not None:
+            # "I can't help" may go on "but smile": held until the next word says.
+            if not final and refusal.end() == len(flat) and flat.endswith("help"):
+                return False
             return self._reject("refusal", text)
         if _CLAIMS_HUMAN.search(flat):
             return self._reject("human", text)

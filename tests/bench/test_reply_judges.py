@@ -42,6 +42,8 @@ def test_refusals(reply: str) -> None:
         "Why did the cat sit on the computer? To keep an eye on the mouse!",
         "听起来今天真的很累，先好好休息一下吧。",
         "Sorry you had such a long shift. Did you manage to eat?",
+        # A birthday card (bench.reply_quality, seed 2): gratitude, not a refusal.
+        "Dear Mum, I've been thinking about you lately, and I can't help but feel so grateful.",
         # A character in a poem refusing, far into the reply (bench.reply_quality's long part).
         "Sure! Here's a short poem about a cat who thinks she owns the house:\n"
         "Once upon a time, there was a cat named Pickle\nWho thought he owned the whole house\n"

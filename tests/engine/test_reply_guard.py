@@ -99,6 +99,7 @@ def test_the_same_opening_then_something_new_is_a_repeat_too() -> None:
         ("I'm sorry I was grumpy yesterday", "I'm sorry you had a rough day too. No harm done."),
         ("今天好累", "辛苦了！先喝口热水，慢慢说给我听。"),
         ("long day.", "Long day? Put your feet up."),
+        ("write a few lines for my mum's card", "I can't help but smile: here goes. Happy 60th!"),
     ],
 )
 def test_a_good_reply_is_shown_whole(message: str, reply: str) -> None:
