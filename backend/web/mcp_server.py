@@ -98,7 +98,7 @@ class Person(BaseModel):
 
 
 def build_mcp_server(resolve: ScopeResolver) -> MCPServer:
-    """The MCP server with the three memory tools; ``resolve`` names each call's namespace."""
+    """The MCP server with the four memory tools; ``resolve`` names each call's namespace."""
     server = _quiet_mcp_server(
         "limbic-memory",
         instructions=(

@@ -161,7 +161,8 @@ async def memories_page(
         page=page,
         superseded=superseded,
     )
-    people = await asyncio.to_thread(_people, services, ns)
+    partial = request.headers.get("hx-target") == "memory-list"  # the list alone
+    people = [] if partial else await asyncio.to_thread(_people, services, ns)
     context = {
         "listing": listing,
         "people": people,
@@ -170,8 +171,7 @@ async def memories_page(
         "categories": CATEGORIES,
         "sorts": SORTS,
     }
-    name = "_memory_list.html" if request.headers.get("hx-target") == "memory-list" else None
-    return render(request, name or "memories.html", context)
+    return render(request, "_memory_list.html" if partial else "memories.html", context)
 
 
 # export and import come before the /{memory_id} routes, which would match their paths.

@@ -502,6 +502,10 @@ def test_the_memories_page_shows_people_and_pets_with_their_facts(h: AppHarness)
     assert "Anjali" in people and "person · sister · 1 memory" in people
     assert "hates the vacuum cleaner" in people and "nurse" not in people
     assert "q=Pixel" in people
+    # The list alone (a filter's htmx swap) does not read the people again.
+    with client(h) as c:
+        fragment = c.get("/memories", params={"q": "pug"}, headers={"HX-Target": "memory-list"})
+    assert "Pixel" in fragment.text and 'id="people-title"' not in fragment.text
     # Without a memory that names anyone, there is no such section.
     h.services.long_term.store.drop_namespace(NS)
     with client(h) as c:
