@@ -90,7 +90,9 @@ def _listing(
     sort: str,
     page: int,
     superseded: bool,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[Memory] | None]:
+    """The page's listing, and every live memory when the filters ask for all of them
+    (the People & pets view reads those, so the store is read once)."""
     store = services.long_term.store
     filters: dict[str, Any] = {
         "category": category or None,
@@ -100,11 +102,12 @@ def _listing(
     with _store_errors():
         total = store.count(ns, **filters)
         rows = store.list(ns, offset=0, limit=max(total, 1), **filters)
+    unfiltered = not (category or q.strip() or superseded)
     rows = _sorted(rows, sort, services)
     pages = max(1, -(-total // PAGE_SIZE))
     page = min(max(1, page), pages)
     shown = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    return {
+    listing = {
         "memories": [memory_view(m, services) for m in shown],
         "total": total,
         "page": page,
@@ -117,19 +120,22 @@ def _listing(
             "persona": ns.persona_id,
         },
     }
+    return listing, rows if unfiltered else None
 
 
-def _people(services: Services, ns: Namespace) -> list[dict[str, Any]]:
-    """The People & pets view: each entity the memories name, with its facts."""
-    with _store_errors():
-        memories = live_memories(services.long_term, ns)
+def _people(services: Services, ns: Namespace, live: list[Memory] | None) -> list[dict[str, Any]]:
+    """The People & pets view: each entity the memories name, with its facts (``live``:
+    every live memory, when the listing has read them already)."""
+    if live is None:
+        with _store_errors():
+            live = live_memories(services.long_term, ns)
     return [
         {
             "entity": entity,
             "facts": facts,
             "search": entity.name or entity.described_as[0],
         }
-        for entity, facts in entities_with_facts(memories)
+        for entity, facts in entities_with_facts(live)
     ]
 
 
@@ -151,7 +157,7 @@ async def memories_page(
     ns = _namespace(services, auth.user, persona)
     if category and category not in CATEGORIES:
         category = ""
-    listing = await asyncio.to_thread(
+    listing, live = await asyncio.to_thread(
         _listing,
         services,
         ns,
@@ -162,7 +168,7 @@ async def memories_page(
         superseded=superseded,
     )
     partial = request.headers.get("hx-target") == "memory-list"  # the list alone
-    people = [] if partial else await asyncio.to_thread(_people, services, ns)
+    people = [] if partial else await asyncio.to_thread(_people, services, ns, live)
     context = {
         "listing": listing,
         "people": people,

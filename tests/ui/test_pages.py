@@ -502,6 +502,10 @@ def test_the_memories_page_shows_people_and_pets_with_their_facts(h: AppHarness)
     assert "Anjali" in people and "person · sister · 1 memory" in people
     assert "hates the vacuum cleaner" in people and "nurse" not in people
     assert "q=Pixel" in people
+    # A filtered page still shows everyone (read apart from the filtered list).
+    with client(h) as c:
+        filtered = c.get("/memories", params={"q": "nurse"}).text
+    assert "Pixel" in filtered[filtered.index('id="people-title"') :]
     # The list alone (a filter's htmx swap) does not read the people again.
     with client(h) as c:
         fragment = c.get("/memories", params={"q": "pug"}, headers={"HX-Target": "memory-list"})
