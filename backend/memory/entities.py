@@ -24,8 +24,8 @@ language meet, and a kind (``PETS`` are pets; everyone else a person). A Name is
 two capitalised words that are not months, days or languages (in Chinese, the characters
 after 叫 up to punctuation, at most four).
 
-The **table** (``entity_table``): one entity per name (the first relation it was given
-wins; the others are kept as ``described_as``); a mention with no name joins the one named
+The **table** (``entity_table``): one entity per name (the relation of its oldest
+memory wins; the others are kept as ``described_as``); a mention with no name joins the one named
 entity of its canonical relation when there is exactly one ("The user's sister is coming
 to watch her race" is Xiaoyu's), else an entity of its own, named by the relation.
 Each entity lists the ids of the memories that mention it.
@@ -186,7 +186,8 @@ def entity_table(memories: Iterable[Memory]) -> list[Entity]:
     """The people and pets the memories name, most mentioned first (module docstring)."""
     named: dict[str, Entity] = {}
     unnamed: list[tuple[str, Mention]] = []
-    for memory in memories:
+    # Oldest first, whatever order they come in: the first words said of someone lead.
+    for memory in sorted(memories, key=lambda m: (m.created_at, m.id)):
         for mention in mentions(memory.content):
             if mention.name is None:
                 unnamed.append((memory.id, mention))
