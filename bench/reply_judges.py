@@ -341,6 +341,9 @@ def _plain(text: str) -> str:
     and other punctuation do not hide a value ('"he" and "she"' holds "he and she")."""
     flat = re.sub(rf"[^\w\s/.{_CJK}]|_", " ", _normal(text))
     flat = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", flat)
+    # One spelling of a distance: "3 kilometers" states "3km" (a probe's value).
+    flat = re.sub(r"(\d)\s*(?:km|kilomet(?:er|re)s?)\b", r"\1 km", flat)
+    flat = re.sub(r"\bkilomet(?:er|re)s?\b", "km", flat)
     return " ".join(flat.split())
 
 

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE
+from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE, NOTES_OPEN
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
@@ -121,6 +121,10 @@ class Reply:
     # the cache lacked), and those read ahead in the pause before the message.
     prompt_read: int | None = None
     read_ahead: int | None = None
+    # What the reply was written from: the notes block next to the message (empty if
+    # none), and the recalled notes the message is about (the guard's ``answer_notes``).
+    notes_block: str = ""
+    answer_notes: tuple[str, ...] = ()
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -141,6 +145,7 @@ class Reply:
         reply = cls(**{k: v for k, v in data.items() if k in fields})
         reply.guard_retries = tuple(reply.guard_retries)
         reply.rejected_openings = tuple(reply.rejected_openings)
+        reply.answer_notes = tuple(reply.answer_notes)
         faults = set(data.get("faults", ()))
         names = ("refusal", "echo", "self_repeat", "empty_or_cut", "helpdesk")
         reply.verdict = judges.Verdict(
@@ -254,7 +259,22 @@ def _reply(part: str, seed: int, session: str, text: str, out: Any, **extra: Any
     reply = Reply(part, seed, session, text, *out[:5], **extra)
     reply.guard_retries = tuple(getattr(out[5], "rejected", ()))
     reply.rejected_openings = tuple(getattr(out[5], "rejected_openings", ()))
+    reply.notes_block = notes_block(getattr(out[5], "messages", None) or [])
+    reply.answer_notes = tuple(getattr(out[5], "answer_notes", ()))
     return reply
+
+
+def notes_block(messages: Sequence[dict[str, Any]]) -> str:
+    """The notes block the reply was written next to: the system message right before
+    the last user message, when it holds recalled notes."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users or users[-1] == 0:
+        return ""
+    before = messages[users[-1] - 1]
+    content = before.get("content")
+    if before.get("role") == "system" and isinstance(content, str) and NOTES_OPEN in content:
+        return content
+    return ""
 
 
 def judge_recall(reply: Reply, probe: Probe) -> None:

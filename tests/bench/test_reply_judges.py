@@ -246,6 +246,11 @@ def test_values_are_found_through_punctuation() -> None:
     assert judges.uses_probe(reply, ["he and she"])
     assert judges.uses_probe("Your score was 6.0.", ["6.0"])
     assert not judges.uses_probe("Your score was 60.", ["6.0"])
+    # A distance in another spelling (the 1.5B: "Oh wow, you ran for 3 kilometers!").
+    km = ["3km", "3 km", "three kilometres"]
+    assert judges.uses_probe("Oh wow, you ran for 3 kilometers!", km)
+    assert judges.uses_probe("About three kilometers, along the river.", km)
+    assert not judges.uses_probe("You ran 5 kilometers.", km)
 
 
 def test_claims_to_be_human() -> None:
