@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from backend.hippocampus import SessionMemoryState
+from backend.memory.entities import RELATIONS
 from backend.memory.types import Memory
 
 NOTES_OPEN = "<recalled_notes>"
@@ -104,9 +105,86 @@ def _present(verb: str) -> str:
     return verb[:-1]
 
 
+# The user's own pronouns in a note whose subject is the user ("The user has Achilles
+# tendinopathy in her left heel; it flared up when she ramped up running"): shown as
+# "You have … in her left heel", the 1.5B chat answered as if someone else were meant
+# ("you have signed up for her first sprint triathlon"), and read "The user's company is
+# sending him…, so he changed his exam to May 10" as March (bench.reply_quality's probe
+# sessions). They are said to the user too, up to the first sign that the pronoun may be
+# someone else's: another person or pet named (a relation word after a determiner, a name
+# after "met"/"with"/…), or both genders' pronouns in the note ("mixes up he and she").
+_SUBJECT = "you\x00"  # a "you" that was "she"/"he": its verb follows it
+_SWAPPED = {"she": _SUBJECT, "he": _SUBJECT, "him": "you", "hers": "yours"}
+_SWAPPED |= {"herself": "yourself", "himself": "yourself"}
+_PRONOUN = re.compile(r"\b(she's|he's|she|he|her|hers|herself|him|his|himself|their)\b")
+_OTHER_PERSON = re.compile(
+    r"\b(?:her|his|their|the user's|a|an|the|my)\s(?:[a-z-]+\s)?(?:"
+    + "|".join(sorted((w for w in RELATIONS if w.isascii()), key=len, reverse=True))
+    + r")\b"
+    + r"|\b(?:met|with|and|told|asked|called|texted|visited|saw|dating|married)\s[A-Z][a-z]+"
+    + r"|^The user and\b"
+)
+# "her" before these (or the end of a clause) is the object ("staring at her"), else a
+# possessive ("her stomach").
+_OBJECT_AFTER = re.compile(
+    r"^(?:$|[.,;:!?)]|(?:at|to|in|on|out|up|down|off|about|with|for|and|but|so|that|"
+    r"again|back|too|feel|a|an|the|panic|cry|laugh|smile|think|want|go|do|nervous|happy|"
+    r"sad|sick|anxious|tired)\b)"
+)
+# A thing of the user's, not a person or pet: "The user's company is sending him…".
+_USERS_THING = re.compile(r"^The user's (?:[a-z-]+ )?([a-z-]+)\b")
+
+
+def _users_pronouns(text: str) -> str:
+    """The user's she/he/her/his… in a note whose subject is the user, as you/your."""
+    thing = _USERS_THING.match(text)
+    users_thing = thing is not None and not any(w in RELATIONS for w in thing.group(0).split()[2:])
+    if not (text.startswith("The user ") or users_thing) or (
+        re.search(r"\b(?:she|her|hers|herself)\b", text)
+        and re.search(r"\b(?:he|him|his|himself)\b", text)
+    ):
+        return text
+    other = _OTHER_PERSON.search(text)
+    head, tail = (text[: other.start()], text[other.start() :]) if other else (text, "")
+    if other is not None and other.start() > 0:
+        # "at her sister Xiaoyu's wedding": the pronoun before the relation is the user's.
+        lead = re.match(r"(?:her|his|their)\b", other.group(0))
+        if lead is not None:
+            head, tail = text[: other.start() + lead.end()], text[other.start() + lead.end() :]
+
+    def swap(match: re.Match[str]) -> str:
+        word, after = match.group(1), text[match.end() :].lstrip()
+        if word in ("she's", "he's"):
+            return "you've" if after.startswith("been") else "you're"
+        if word in ("her", "his", "their"):
+            before = text[: match.start()].split()[-1:]
+            if word == "her" and (_OBJECT_AFTER.match(after) or before == ["call"]):
+                return "you"
+            return "your"
+        return _SWAPPED[word]
+
+    out = _PRONOUN.sub(swap, head)
+    # The verb after a pronoun now "you": "you now eats" → "you now eat".
+    out = re.sub(
+        rf"{_SUBJECT} ({_ADVERBS})?([a-z]+'?[a-z]*)\b",
+        lambda m: f"you {m.group(1) or ''}{_present(m.group(2))}",
+        out,
+    ).replace(_SUBJECT, "you")
+    # ... and a second verb of the user's: "… but sometimes forgets them".
+    out = re.sub(
+        r"\b(but|and|or) (also |still |often |usually |never |always |sometimes |now )"
+        r"([a-z]+s)\b",
+        lambda m: f"{m.group(1)} {m.group(2)}{_present(m.group(3))}",
+        out,
+    )
+    return out + tail
+
+
 def second_person(text: str) -> str:
     """A note about the user, said to them: "The user's cat" → "Your cat", "The user
-    loves rain" → "You love rain", "用户的" → "你的"."""
+    loves rain" → "You love rain", "用户的" → "你的"; in a note whose subject is the user,
+    their own pronouns too ("…in her left heel" → "…in your left heel")."""
+    text = _users_pronouns(text)
 
     def subject(match: re.Match[str]) -> str:
         adverb, verb = match.group(1) or "", match.group(2)

@@ -43,6 +43,83 @@ def test_a_note_is_said_to_the_user(stored: str, shown: str) -> None:
     assert second_person(stored) == shown
 
 
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        # The user's own pronouns (the oracle store's notes: the 1.5B read "in her left
+        # heel" as someone else's, and "so he changed his exam" as not the user's).
+        (
+            "The user has Achilles tendinopathy in her left heel; it flared up last year "
+            "when she ramped up running too fast.",
+            "You have Achilles tendinopathy in your left heel; it flared up last year "
+            "when you ramped up running too fast.",
+        ),
+        (
+            "The user's company is sending him on a business trip in March, so he changed "
+            "his exam to May 10.",
+            "Your company is sending you on a business trip in March, so you changed "
+            "your exam to May 10.",
+        ),
+        (
+            "The user stopped 16:8 fasting after getting dizzy in the pool twice; she now "
+            "eats breakfast before morning sessions.",
+            "You stopped 16:8 fasting after getting dizzy in the pool twice; you now eat "
+            "breakfast before morning sessions.",
+        ),
+        (
+            "The user had a nightmare about the speech: she froze and everyone was staring at her.",
+            "You had a nightmare about the speech: you froze and everyone was staring at you.",
+        ),
+        (
+            "The user can only swim breaststroke; freestyle makes her panic.",
+            "You can only swim breaststroke; freestyle makes you panic.",
+        ),
+        (
+            "The user's name is Xiaoman; most people call her Man.",
+            "Your name is Xiaoman; most people call you Man.",
+        ),
+        (
+            "The user usually takes lactase pills but sometimes forgets them.",
+            "You usually take lactase pills but sometimes forget them.",
+        ),
+        ("The user wants to improve their English.", "You want to improve your English."),
+        (
+            "The user will be a bridesmaid at her sister Xiaoyu's wedding.",
+            "You will be a bridesmaid at your sister Xiaoyu's wedding.",
+        ),
+        # Someone else's pronouns stay theirs.
+        (
+            "The user's sister moved her wedding to December.",
+            "Your sister moved her wedding to December.",
+        ),
+        (
+            "The user's friend Chen Jing checked his essay.",
+            "Your friend Chen Jing checked his essay.",
+        ),
+        (
+            "The user met Anna at the gym and she is a nurse.",
+            "You met Anna at the gym and she is a nurse.",
+        ),
+        ("The user told her mum she likes dogs.", "You told your mum she likes dogs."),
+        (
+            "Tudou survived the train trip in his travel box.",
+            "Tudou survived the train trip in his travel box.",
+        ),
+        # Pronouns named, not used; both genders: nothing is swapped.
+        (
+            "The user always mixes up he and she in English.",
+            "You always mix up he and she in English.",
+        ),
+        (
+            "The user said her boss is mean and she hates him.",
+            "You said her boss is mean and she hates him.",
+        ),
+    ],
+)
+def test_a_notes_pronouns_for_the_user_are_said_to_them(stored: str, shown: str) -> None:
+    assert second_person(stored) == shown
+
+
 def memory(content: str, **extra: object) -> Memory:
     fields: dict = {"category": "general", "importance": 0.8, **extra}
     return Memory(id="m", content=content, created_at=T, last_accessed=T, **fields)
