@@ -233,6 +233,11 @@ _QUESTION = re.compile(
 )
 
 
+def asks_question(user_text: str) -> bool:
+    """The message asks something (a recalled note may answer it)."""
+    return bool(_QUESTION.search(_normal(user_text)))
+
+
 # A go-ahead, in an opening next to a health note that it does not mention: "Sure, go
 # ahead!" to a seafood buffet next to "The user is allergic to shellfish." (bench.
 # reply_quality's safety probes).
@@ -384,7 +389,7 @@ class ReplyGuard:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
         # says it does not know is asked again with them.
-        asks = bool(_QUESTION.search(_normal(user_text)))
+        asks = asks_question(user_text)
         self._answers = [" ".join(n.split()) for n in answer_notes if n.strip()] if asks else []
         message = words(user_text)
         # The note's own words, less the ones the user's message has: "peanut curry"
@@ -426,6 +431,7 @@ class ReplyGuard:
         self._asks_identity = bool(_ASKS_IDENTITY.search(_normal(user_text)))
         self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
+        self._listing = False  # the reply has a list: its lines are never repeats
         self._names = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", user_text)}
         self._substantial = (
             sum(1 for w in message if w not in _GREETING and (len(w) > 2 or _is_cjk(w)))
@@ -605,9 +611,13 @@ class ReplyGuard:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
             return True
         said = tuple(words(sentence))
-        if len(said) >= REPEAT_SENTENCE_TOKENS and said in self._earlier_sentences:
+        if _PLAN_LINE.match(sentence):
+            self._listing = True
+        if self._listing:
+            pass  # a plan or a list says its lines again on purpose (``_PLAN_LINE``)
+        elif len(said) >= REPEAT_SENTENCE_TOKENS and said in self._earlier_sentences:
             return True  # said before, word for word: the loop a small model falls into
-        if len(said) >= REPEAT_START_TOKENS and said[:REPEAT_START_TOKENS] in self._starts:
+        elif len(said) >= REPEAT_START_TOKENS and said[:REPEAT_START_TOKENS] in self._starts:
             return True  # said before with a new ending
         if self._recites_hint(said):
             return True
@@ -656,8 +666,14 @@ class ReplyGuard:
         so_far = tuple(words(fragment))
         return (
             bool(self._health)  # next to a health note, every sentence is checked whole
-            or any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
-            or so_far[:REPEAT_START_TOKENS] in self._starts
+            or (
+                not self._listing
+                and not _PLAN_LINE.match(fragment)
+                and (
+                    any(earlier[: len(so_far)] == so_far for earlier in self._earlier_sentences)
+                    or so_far[:REPEAT_START_TOKENS] in self._starts
+                )
+            )
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
@@ -791,6 +807,14 @@ def _occurs_in(tokens: Sequence[str], run: Sequence[str]) -> bool:
     from its middle: "Respond to the user's newest message…")."""
     n = len(run)
     return any(list(tokens[i : i + n]) == list(run) for i in range(len(tokens) - n + 1))
+
+
+# A line of a list, a table or a heading. A plan says its lines again on purpose ("-
+# **Warm-Up**: 10 minutes of light cardio…" each day, and again in the next reply's
+# revised plan): left out as repeats, they left a skeleton of headings ("#### Monday
+# #### Tuesday …", bench.reply_quality's probe sessions). The loop the repeat rules stop
+# is prose.
+_PLAN_LINE = re.compile(r"\s*(?:[-*•|#]|\d+[.)]\s)")
 
 
 def _split_sentences(text: str) -> list[str]:

@@ -146,6 +146,7 @@ class ShownNotes:
         merged: Merged | None = None,
         verbatim_from: int | None = None,
         pertinent: Collection[str] | None = None,
+        answers: Collection[str] = (),
     ) -> NotesPlan:
         """This turn's notes: the window's earlier blocks, and a block with what they lack.
 
@@ -155,7 +156,9 @@ class ShownNotes:
         ``verbatim_from``: the window shows verbatim the message of this ``seq`` and every
         later one (``verbatim_start``); ``None``: unknown. ``pertinent``: the ids of the
         recalled notes the message is about (``pertinent_ids``), the only ones shown again
-        when the window shows them already; ``None``: every one of the best."""
+        when the window shows them already; ``None``: every one of the best. ``answers``:
+        the ids of the notes that answer the message's question, shown again unless the
+        previous message was shown them."""
         window = self._sessions.get(session_id, _Window([], [], ()))
         moments = window.moments
         if merged is not None:
@@ -196,8 +199,15 @@ class ShownNotes:
         # Shown with one of the last few messages: still next to this one.
         recent = earlier[len(earlier) - RECENT_TURNS :] if RECENT_TURNS > 0 else []
         lately = frozenset().union(*(s.memory_ids for s in recent))
+        last = earlier[-1].memory_ids if earlier else frozenset()
 
         def again(i: int, m: Memory) -> bool:
+            # A note that answers the message's question, whatever its rank: "Which stroke
+            # should I plan to use on race day?" got "…consider using the sprint stroke"
+            # with "The user will do freestyle in the race" shown two messages up, behind
+            # a long training plan (bench.reply_quality's probe sessions).
+            if m.id in answers and m.id not in last:
+                return True
             if pertinent is not None and m.id not in pertinent:
                 return False
             return m.id not in visible or (i < ALWAYS_SHOWN and m.id not in lately)

@@ -46,6 +46,7 @@ from backend.engine.memory_worker import MemoryWorker
 from backend.engine.next_prompt import NextPrompt
 from backend.engine.pending_turns import PendingTurn
 from backend.engine.prompt import build_main_messages, is_health_note
+from backend.engine.reply_guard import asks_question
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
@@ -346,6 +347,10 @@ class TurnEngine:
                 dataclasses.replace(m, content=introduce(m.content, table)) if table else m
                 for m in turn.recalled
             ]
+            # The notes a question is about: shown next to it again (``shown_notes``), and a
+            # reply that says it does not know them is asked again (``reply_guard``).
+            answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
+            answers = answers[:ANSWER_NOTES]
             notes = self.shown_notes.plan(
                 session.id,
                 view,
@@ -355,6 +360,7 @@ class TurnEngine:
                 merged=merged,
                 verbatim_from=start,
                 pertinent=pertinent,
+                answers={m.id for m in answers} if asks_question(user_text) else (),
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
@@ -378,9 +384,7 @@ class TurnEngine:
             )
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
             turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
-            # ... and one that says it does not know what a note the message is about says.
-            answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
-            turn.answer_notes = tuple(m.content for m in answers[:ANSWER_NOTES])
+            turn.answer_notes = tuple(m.content for m in answers)
         except BaseException:
             turn.end_unstreamed("the turn failed before its reply")
             raise

@@ -101,6 +101,26 @@ def test_the_best_notes_are_shown_again_only_next_to_a_message_about_them(
     assert asked.memories == [MEI]
 
 
+def test_a_note_that_answers_the_question_is_shown_next_to_it_whatever_its_rank(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 1)
+    shown = ShownNotes()
+    notes = [note(f"m{i}", f"Fact {i}.") for i in range(4)]
+    shown.record("s", shown.plan("s", window(), notes, "plan my week"))
+    shown.record("s", shown.plan("s", window("plan my week"), notes, "ok", pertinent=set()))
+    said = window("plan my week", "ok")
+    # Shown two messages up, ranked fourth: a question it answers shows it again.
+    asked = shown.plan("s", said, notes, "which stroke?", pertinent={"m3"}, answers={"m3"})
+    assert asked.memories == [notes[3]]
+    assert shown.plan("s", said, notes, "which stroke?", pertinent={"m3"}).memories == []
+    shown.record("s", asked)
+    # ... but not again right after it was shown.
+    said = window("plan my week", "ok", "which stroke?")
+    again = shown.plan("s", said, notes, "and why?", pertinent={"m3"}, answers={"m3"})
+    assert again.memories == []
+
+
 def test_a_recalled_health_note_is_repeated_whatever_the_message_is_about() -> None:
     peanuts = replace(note("h1", "The user is allergic to peanuts."), category="health")
     shown = ShownNotes()
@@ -314,6 +334,34 @@ async def test_each_prompt_starts_with_the_previous_prompt_and_reply(
     assert third[-2] == {"role": "assistant", "content": "reply 1"}
     assert third[-1] == {"role": "user", "content": "Mei again"}
     assert sum("Mei lives in Osaka" in str(m["content"]) for m in third) == 1
+
+
+@pytest.mark.anyio
+async def test_a_question_gets_the_note_that_answers_it_next_to_it_again(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    rig.long_term.write(ns, [Candidate("The user will swim freestyle in the race",
+                                       "personal_fact", importance=0.9, confidence=0.95,
+                                       keywords=("freestyle", "race"))])  # fmt: skip
+    session = None
+    said = [
+        "which stroke for the race, freestyle or breaststroke?",
+        "ok, thanks, off to the pool now",
+        "so which stroke should I swim in the race?",
+        "ok, got it, the race is in June",
+    ]
+    for i, text in enumerate(said):
+        rig.chat.enqueue([f"reply {i}"])
+        rig.hippocampus.enqueue(['{"facts": [], "emotion": "neutral"}'])
+        turn, _ = await rig.engine.run(TurnRequest(user_id="u1", text=text, session_id=session))
+        session = turn.session.id
+    calls = [call.messages for call in rig.chat.calls]
+    assert "You will swim freestyle" in calls[0][-2]["content"]
+    # Shown two messages up (still in the window): the question it answers gets it again,
+    # right before it ...
+    assert "You will swim freestyle" in calls[2][-2]["content"]
+    assert sum("You will swim freestyle" in str(m["content"]) for m in calls[2]) == 2
+    # ... and a message right after it, about the race but no question, does not.
+    assert calls[3][-2] == {"role": "assistant", "content": "reply 2"}
 
 
 @pytest.mark.anyio
