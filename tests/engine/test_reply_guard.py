@@ -570,3 +570,24 @@ def test_a_story_is_not_held_as_a_possible_poem() -> None:
     guard = ReplyGuard("tell me a little story about a lighthouse keeper")
     shown = [guard.feed(p) for p in pieces("Here's a short story about")]
     assert shown[:-1] == ["", "", "", ""] and shown[-1] == "Here's a short story about"
+
+
+def test_a_plan_says_its_lines_again_and_keeps_them() -> None:
+    # Seen with Qwen2.5-Coder-1.5B (bench.reply_quality's probe sessions): the revised
+    # plan's lines, said in the first plan too, were left out as repeats, which left
+    # "### Modified Plan  #### Monday g.#### Tuesday …".
+    day = (
+        "- **Warm-Up**: 10 minutes of light cardio followed by stretching for 5 minutes.\n"
+        "- **Eccentric Heel Drops**: 4 sets of 20 reps each, rest for 30 seconds.\n"
+    )
+    first = f"Here's a plan:\n\n#### Monday\n{day}\n#### Tuesday\n{day}"
+    revised = (
+        f"Sure, here's the plan with a Sunday run:\n\n#### Saturday\n{day}\n#### Sunday\n{day}"
+    )
+    shown, rejected = run(ReplyGuard("could I add a short run on Sunday?", [first]), revised)
+    assert rejected is None and shown == revised.rstrip()
+    # Prose said again word for word is still left out.
+    prose = "That sounds like a lot to carry. Be kind to yourself tonight."
+    again = "Oh, Sunday runs are fun. Be kind to yourself tonight."
+    shown, _ = run(ReplyGuard("I might go for a run on Sunday", [prose]), again)
+    assert shown.strip() == "Oh, Sunday runs are fun."
