@@ -246,7 +246,7 @@ _GO_AHEAD = re.compile(
     r"absolutely|definitely|of course you can|why not|push through|enjoy|treat yourself|"
     r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great)|"
     r"you can|you could|it might be wise|good spot|good idea|"
-    r"it's (?:fine|safe|ok|okay) to|should be (?:fine|ok|okay|safe)|"
+    r"it(?:'s| is) (?:fine|safe|ok|okay) (?:to|if)|should be (?:fine|ok|okay|safe)|"
     r"you should (?:have|grab|go|try|definitely))\b|^yes\b"
     r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接"
 )

@@ -227,6 +227,19 @@ def test_naming_what_the_user_asked_about_is_not_keeping_the_note_in_mind() -> N
     ):
         _, rejected = run(ReplyGuard(message, health_notes=notes), reply)
         assert rejected is not None and rejected.reason == "health"
+    # Another note's word elsewhere in the reply does not keep this one in mind (the 1.5B,
+    # next to "…stopped 16:8 fasting after getting dizzy in the pool twice…").
+    fasting = [
+        "The user stopped 16:8 fasting after getting dizzy in the pool twice.",
+        "The user has Achilles tendinopathy in her left heel.",
+    ]
+    fasted = (
+        "Of course! It is okay if you do Saturday's long run fasted. Just watch your "
+        "Achilles tendon."
+    )
+    message = "Is it okay if I do Saturday's long run fasted? It starts early."
+    _, rejected = run(ReplyGuard(message, health_notes=fasting), fasted)
+    assert rejected is not None and rejected.reason == "health"
     kept = "Careful, you're allergic: ask for a bowl without the peanuts."
     assert run(ReplyGuard(message, health_notes=notes), kept) == (kept, None)
 
