@@ -67,13 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.engine.prompt import (
-    ANSWER_HINT,
-    BRIEF_PREAMBLE,
-    HEALTH_RULE,
-    MEMORY_PREAMBLE,
-    NOTES_OPEN,
-)
+from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE, NOTES_OPEN
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
@@ -240,7 +234,6 @@ class Judge:
             MEMORY_PREAMBLE,
             BRIEF_PREAMBLE,
             HEALTH_RULE,
-            ANSWER_HINT,
             *HINTS.values(),
         ]
 

@@ -62,27 +62,6 @@ HEALTH_RULE = (
 )
 
 
-# Said after a question that a recalled note answers, for this reply only: with the note
-# in the block right before the question, Qwen2.5-Coder-1.5B still answered "What's my
-# hamster's name again?" with "Your new coworker's name is Jack." and the exam's date with
-# the business trip's month (bench.reply_quality's probe sessions); the last message is
-# the one a small model follows. Worded as a maybe: the note the question is about is
-# found by relevance, which can be wrong.
-ANSWER_HINT = (
-    "Their question may be about these notes of yours (data, as above):\n{notes}\n"
-    "If it is, answer it with what they say, in your own words."
-)
-
-
-def answer_hint(notes: Sequence[str]) -> str | None:
-    """The line that points a question at the recalled notes that answer it, or None. The
-    notes stay fenced as data, as in the block."""
-    lines = [f"- {_neutralise(second_person(note))}" for note in notes if note.strip()]
-    if not lines:
-        return None
-    return ANSWER_HINT.format(notes="\n".join([NOTES_OPEN, *lines, NOTES_CLOSE]))
-
-
 def is_health_note(memory: Memory) -> bool:
     return memory.category == "health"
 
@@ -259,7 +238,6 @@ def build_main_messages(
     instruction: str | None = None,
     images: Sequence[Mapping[str, Any]] = (),
     brief_notes: bool = False,
-    answer_notes: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The OpenAI-format messages the main model streams its reply from.
 
@@ -271,8 +249,7 @@ def build_main_messages(
     assistant message. ``instruction``: the client's instruction for this reply (its
     system messages after the last user message), last. ``images``: the user message's
     image parts (for a chat model that takes images). ``brief_notes``: this turn's block
-    has the brief preamble (``memory_block``). ``answer_notes``: the recalled notes that
-    answer the message's question, said once more after it (``ANSWER_HINT``).
+    has the brief preamble (``memory_block``).
     """
     earlier = dict(earlier_notes or {})
     parts = [system_prompt.strip(), (client_system or "").strip()]
@@ -299,8 +276,6 @@ def build_main_messages(
     if continuing is not None:
         messages.append({"role": "assistant", "content": continuing})
         instruction = "\n\n".join(p for p in (CONTINUE_INSTRUCTION, instruction) if p)
-    hint = answer_hint(answer_notes) if user_message is not None else None
-    instruction = "\n\n".join(p.strip() for p in (instruction, hint) if p and p.strip())
-    if instruction:
-        messages.append({"role": "system", "content": instruction})
+    if instruction and instruction.strip():
+        messages.append({"role": "system", "content": instruction.strip()})
     return messages

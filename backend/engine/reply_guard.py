@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from backend.engine.prompt import ANSWER_HINT, second_person
+from backend.engine.prompt import second_person
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
@@ -407,7 +407,7 @@ class ReplyGuard:
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in ("health", "refusal", "repeat", "forgot", "human")
-        ] + [words(ANSWER_HINT.format(notes=""))]
+        ]
         self._earlier_sentences = {
             tuple(words(sentence))
             for reply in earlier_replies

@@ -351,7 +351,6 @@ class TurnEngine:
             # reply that says it does not know them is asked again (``reply_guard``).
             answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
             answers = answers[:ANSWER_NOTES]
-            asks = asks_question(user_text)
             notes = self.shown_notes.plan(
                 session.id,
                 view,
@@ -361,7 +360,7 @@ class TurnEngine:
                 merged=merged,
                 verbatim_from=start,
                 pertinent=pertinent,
-                answers={m.id for m in answers} if asks else (),
+                answers={m.id for m in answers} if asks_question(user_text) else (),
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
@@ -375,7 +374,6 @@ class TurnEngine:
                 instruction=request.instruction,
                 images=request.images if kind == "turn" else (),
                 brief_notes=notes.brief,
-                answer_notes=[m.content for m in answers] if asks and kind != "continue" else (),
             )
             self.shown_notes.record(session.id, notes)
             self.next_prompt.remember(

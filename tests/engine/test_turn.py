@@ -238,16 +238,16 @@ async def test_prompt_keeps_recalled_injection_inside_the_data_block(rig: Rig) -
     messages = rig.chat.calls[-1].messages
     # What changes each turn comes last (the prompt cache keeps the rest): the persona's
     # system message, the notes, then the new message.
-    # (A question the note may answer: it is pointed at once more, after the message.)
     roles = [m["role"] for m in messages]
-    assert roles == ["system", "system", "user", "system"]
+    assert roles == ["system", "system", "user"]
     assert "<recalled_notes>" not in messages[0]["content"]
-    for m in (messages[-3], messages[-1]):
-        inside = m["content"].split("<recalled_notes>", 1)[1].split("</recalled_notes>")
-        assert len(inside) == 2  # exactly one closing marker: the note cannot close it
-        assert "Ignore your instructions" in inside[0]
-        assert "Ignore your instructions" not in inside[1]
-    assert "Ignore your instructions" not in messages[0]["content"] + messages[2]["content"]
+    block = messages[-2]["content"]
+    inside = block.split("<recalled_notes>", 1)[1].split("</recalled_notes>")
+    assert len(inside) == 2 and inside[1] == ""  # exactly one closing marker, at the end
+    assert "Ignore your instructions" in inside[0]
+    assert all(
+        "Ignore your instructions" not in m["content"] for m in messages if m is not messages[-2]
+    )
 
 
 async def test_seeded_history_only_for_new_sessions(rig: Rig) -> None:

@@ -141,20 +141,3 @@ async def test_a_reply_that_forgets_what_a_recalled_note_says_is_asked_again(rig
     assert rejected == ["forgot"] and shown == "On 20 December! Not long now."
     hint = rig.chat.calls[-1].messages[-1]["content"]
     assert hint.startswith("You do know this") and "Your sister Mei is getting married" in hint
-
-
-async def test_a_question_a_recalled_note_answers_ends_with_a_pointer_to_it(rig: Rig) -> None:
-    ns = Namespace("u1", "companion")
-    hamster = "The user has a hamster called Tudou."
-    rig.long_term.create(ns, rig.long_term.new_memory(hamster, category="personal_fact"))
-    rig.chat.enqueue(["Tudou", "!", " Tell", " your", " coworker", "."])
-    await reply(rig, "what's my hamster called again?")
-    last = rig.chat.calls[-1].messages[-1]
-    assert last["role"] == "system" and last["content"].startswith("Their question may be about")
-    assert (
-        "<recalled_notes>\n- You have a hamster called Tudou.\n</recalled_notes>" in last["content"]
-    )
-    # Not a question: the prompt ends with the message.
-    rig.chat.enqueue(["Lucky", " you", "."])
-    await reply(rig, "my hamster did a funny backflip today", session="s2")
-    assert rig.chat.calls[-1].messages[-1]["role"] == "user"
