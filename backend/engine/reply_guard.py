@@ -64,6 +64,11 @@ Reason = Literal[
 ]  # fmt: skip
 
 HOLD_TOKENS = 10  # the most the opening is held back
+# The health notes a reminder says back, the best recalled first: all six of a triathlete's
+# made a paragraph of "But remember: your physio says…; you stopped 16:8 fasting…; you
+# have Achilles tendinopathy…" after "Which stroke should I plan to use on race day?"
+# (bench.reply_quality's probe sessions). A condition's notes come in ones and twos.
+REMINDER_NOTES = 2
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
 ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
@@ -639,7 +644,7 @@ class ReplyGuard:
         if self._reminded:
             return ""
         self._reminded = True
-        notes = " ".join(second_person(note) for note in self._health)
+        notes = " ".join(second_person(note) for note in self._health[:REMINDER_NOTES])
         lead = " " if sentence[:1].isspace() else ""
         if cjk if cjk is not None else any(_is_cjk(ch) for ch in sentence):
             return f"{lead}不过别忘了：{notes}"

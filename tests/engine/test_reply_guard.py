@@ -604,3 +604,20 @@ def test_a_plan_says_its_lines_again_and_keeps_them() -> None:
     again = "Oh, Sunday runs are fun. Be kind to yourself tonight."
     shown, _ = run(ReplyGuard("I might go for a run on Sunday", [prose]), again)
     assert shown.strip() == "Oh, Sunday runs are fun."
+
+
+def test_a_reminder_says_the_best_two_health_notes_not_all() -> None:
+    notes = [
+        "The user's physio says no running on consecutive days.",
+        "The user has Achilles tendinopathy in her left heel.",
+        "The user stopped 16:8 fasting after getting dizzy in the pool twice.",
+        "The user uses a pea protein shake because whey upsets her stomach.",
+    ]
+    reply = "Freestyle, as you planned."
+    shown, _ = run(
+        ReplyGuard("Which stroke should I plan to use on race day?", health_notes=notes), reply
+    )
+    assert shown == (
+        "Freestyle, as you planned. But remember: your physio says no running on consecutive "
+        "days. You have Achilles tendinopathy in your left heel."
+    )
