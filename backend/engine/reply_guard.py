@@ -25,7 +25,9 @@ quality"); this guard stops the rest:
   says the user's own words as the companion's ("I'm allergic to peanuts": a small model
   taking the user's part), and one said word for word in an earlier reply (the loop a
   small model falls into: "Have you thought about what kind of things they're looking
-  for in an architect?" in reply after reply). Such a sentence is held until it ends,
+  for in an architect?" in reply after reply), and one that turns round a like or dislike
+  the message stated ("Your cat Saffron really loves the rain" to "Saffron hates the
+  rain": ``backend.engine.flipped_likes``). Such a sentence is held until it ends,
   and only while it may still be one of these; nothing else is held
   after the opening, and a reply is never left with nothing (``end``: an attempt whose
   every sentence was left out is sampled again; the last one shows them). Next to a
@@ -56,11 +58,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from backend.engine.flipped_likes import flips, may_flip, stated
 from backend.engine.prompt import second_person
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
-    "verse",
+    "verse", "flip",
 ]  # fmt: skip
 
 HOLD_TOKENS = 10  # the most the opening is held back
@@ -132,6 +135,10 @@ HINTS: dict[Reason, str] = {
     ),
     "language": "Reply in {language}, the language of their message.",
     "verse": "Reply in plain conversational sentences, not a poem: they did not ask for one.",
+    "flip": (
+        "Do not turn round what they just told you they like or dislike: respond to it as "
+        "they said it."
+    ),
 }
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -437,6 +444,8 @@ class ReplyGuard:
         self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
         self._listing = False  # the reply has a list: its lines are never repeats
+        self._stances = stated(user_text)  # what the message says it likes or dislikes
+        self._flipped: list[str] = []  # sentences left out for turning one round
         self._names = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", user_text)}
         self._substantial = (
             sum(1 for w in message if w not in _GREETING and (len(w) > 2 or _is_cjk(w)))
@@ -603,6 +612,8 @@ class ReplyGuard:
         out = self._sentences(rest, final=True)
         if self._opening and not self._shown_any and self._dropped:
             said = "".join(self._dropped)
+            if all(s in self._flipped for s in self._dropped):
+                return self._reject("flip", said)
             helpdesk = all(is_helpdesk_sentence(s) for s in self._dropped)
             return self._reject("helpdesk" if helpdesk else "repeat", said)
         if self._health and self._asks_caution and not self._health_said:
@@ -614,6 +625,9 @@ class ReplyGuard:
 
     def _left_out(self, sentence: str) -> bool:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
+            return True
+        if self._stances and flips(sentence, self._stances):
+            self._flipped.append(sentence)  # "Saffron hates the rain" → "…loves the rain"
             return True
         said = tuple(words(sentence))
         if _PLAN_LINE.match(sentence):
@@ -683,6 +697,7 @@ class ReplyGuard:
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
+            or may_flip(fragment, self._stances)
         )
 
     def _speaks_as_user(self, sentence: str) -> bool:

@@ -621,3 +621,14 @@ def test_a_reminder_says_the_best_two_health_notes_not_all() -> None:
         "Freestyle, as you planned. But remember: your physio says no running on consecutive "
         "days. You have Achilles tendinopathy in your left heel."
     )
+
+
+def test_a_sentence_that_turns_round_what_they_said_is_left_out() -> None:
+    message = "Saffron hates the rain, she hides under the bed all day"
+    reply = "Aw, poor Saffron. Your cat Saffron really loves the rain, right? Cats are funny."
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None and shown.strip() == "Aw, poor Saffron. Cats are funny."
+    # A reply that is nothing else is asked again, with a hint that says why.
+    _, rejected = run(ReplyGuard(message), "Your cat Saffron really loves the rain, right?")
+    assert rejected is not None and rejected.reason == "flip"
+    assert "like or dislike" in rejected.hint
