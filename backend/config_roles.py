@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -29,9 +29,6 @@ from pydantic import (
 
 from backend.config_errors import ConfigError
 from backend.config_sources import base_dir
-
-if TYPE_CHECKING:
-    from backend.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -224,10 +221,15 @@ EmbeddingRole = Annotated[
 ]
 
 
+# Any settings model with the three role sections: ``Settings`` is built on this module,
+# so naming it here would close an import circle.
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
 def resolve_keys(
-    settings: Settings, env: Mapping[str, str], source: Callable[[tuple[Any, ...]], str]
-) -> Settings:
-    """Fill each ``openai`` role's key.
+    settings: SettingsT, env: Mapping[str, str], source: Callable[[tuple[Any, ...]], str]
+) -> SettingsT:
+    """Fill each ``openai`` role's key in ``settings`` (a ``Settings``).
 
     Order: LM_<ROLE>_API_KEY > api_key > api_key_env's variable > OPENAI_API_KEY > none.
     """

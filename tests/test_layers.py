@@ -2,8 +2,10 @@
 layers only, no module imports another in a circle, and no module reaches into another
 module's private names.
 
-Only imports that run when a module is imported count (module level, outside
-``if TYPE_CHECKING:``): an import inside a function is a deliberate late binding.
+For the layers, only imports that run when a module is imported count (module level,
+outside ``if TYPE_CHECKING:``): an import inside a function is a deliberate late binding.
+For circles every import counts, wherever it is: a circle hidden behind
+``TYPE_CHECKING`` or a late import still ties the two modules together.
 """
 
 from __future__ import annotations
@@ -64,10 +66,43 @@ def _layer(module: str) -> float:
     return LAYERS[_group(module)]
 
 
-def _runtime_imports(path: Path) -> set[str]:
+def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from`` import names, relative ones (``from . import x``) resolved."""
+    if node.level == 0:
+        return node.module or ""
+    package = ["backend", *module.split(".")] if module != "__init__" else ["backend"]
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _backend_modules(names: set[str]) -> set[str]:
+    resolved = {
+        n.removeprefix("backend.")
+        for n in names
+        if n.startswith("backend.") and n.removeprefix("backend.") in MODULES
+    }
+    # ``from backend.x import y`` where y is a module: keep y, drop the package x
+    return {m for m in resolved if not any(o.startswith(m + ".") for o in resolved)}
+
+
+def _names(module: str, path: Path, nodes: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, path, node)
+            names.add(source)
+            names.update(f"{source}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _runtime_imports(module: str, path: Path) -> set[str]:
     """The backend modules ``path`` imports at import time."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
+    found: list[ast.stmt] = []
 
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
@@ -78,26 +113,22 @@ def _runtime_imports(path: Path) -> set[str]:
                 for block in ("body", "orelse", "finalbody", "handlers"):
                     for child in getattr(node, block, []):
                         visit(child.body if isinstance(child, ast.ExceptHandler) else [child])
-            if isinstance(node, ast.Import):
-                names.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    names.add(f"{node.module}.{alias.name}")
-                    names.add(node.module)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
 
     visit(tree.body)
-    resolved = set()
-    for name in names:
-        if not name.startswith("backend."):
-            continue
-        module = name.removeprefix("backend.")
-        if module in MODULES:
-            resolved.add(module)
-    # ``from backend.x import y`` where y is a module: keep y, drop the package x
-    return {m for m in resolved if not any(o.startswith(m + ".") for o in resolved)}
+    return _backend_modules(_names(module, path, found))
 
 
-GRAPH = {name: _runtime_imports(path) for name, path in MODULES.items()}
+def _all_imports(module: str, path: Path) -> set[str]:
+    """The backend modules ``path`` imports anywhere: for types only, in functions, too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return _backend_modules(_names(module, path, nodes))
+
+
+GRAPH = {name: _runtime_imports(name, path) for name, path in MODULES.items()}
+EVERY_IMPORT = {name: _all_imports(name, path) for name, path in MODULES.items()}
 
 
 def test_imports_go_down_the_layers() -> None:
@@ -120,7 +151,7 @@ def test_no_import_circles() -> None:
     def connect(node: str) -> None:  # Tarjan's strongly connected components
         index[node] = low[node] = len(index)
         stack.append(node)
-        for nxt in GRAPH.get(node, ()):
+        for nxt in EVERY_IMPORT.get(node, ()):
             if nxt not in index:
                 connect(nxt)
                 low[node] = min(low[node], low[nxt])
@@ -136,7 +167,7 @@ def test_no_import_circles() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for node in GRAPH:
+    for node in EVERY_IMPORT:
         if node not in index:
             connect(node)
     assert not cycles, cycles
