@@ -56,7 +56,7 @@ from backend.engine.turn_types import EngineParts
 from backend.hippocampus import SessionMemoryState, enforce_budget, merge
 from backend.hippocampus.budget import chunked_trim
 from backend.longterm.memory import WriteOutcome
-from backend.memory.types import Emotion, Memory
+from backend.memory.types import Emotion, Memory, Namespace
 from backend.sessions.store import Message, StaleMerge
 
 log = logging.getLogger(__name__)
@@ -268,6 +268,8 @@ class MemoryWorker:
         # A session keeps its user and persona: any turn of ours in it tells them.
         anchor = self._pending[session_id][0]
         persona, namespace = anchor.persona, anchor.namespace
+        if merged_seq == 0:
+            state = await self._adopt_unread(session_id, state, namespace)
         seen = read_with_earlier(state, batch[:-1])
         # The hippocampus starts now, while the newest reply may still stream.
         result, info = await run_hippocampus(engine, seen, newest.user_text, persona)
@@ -314,6 +316,28 @@ class MemoryWorker:
             info["write_error"] = write_error
         await self._report(session_id, batch, info, outcomes, merged.user_emotion)
         log.debug("session %s merged through %d", session_id, through)
+
+    async def _adopt_unread(
+        self, session_id: str, state: SessionMemoryState, namespace: Namespace
+    ) -> SessionMemoryState:
+        """A session's first run also reads what the user told this persona in another
+        session that no run has read: that session's last runs failed and it ended, so its
+        own catch-up never came. Taken from it at once (``take_missed``: one session
+        reads them, never two), oldest first, into this state's ``missed``, whose
+        catch-up reads them and whose fallback keeps them, as for this session's own."""
+        sessions = self._engine.sessions
+        found = await asyncio.to_thread(
+            sessions.left_unread, namespace.user_id, namespace.persona_id, besides=session_id
+        )
+        adopted: list[dict[str, Any]] = []
+        for other, missed in reversed(found):
+            if await asyncio.to_thread(sessions.take_missed, other, missed):
+                log.info("session %s reads %d unread items of %s", session_id, len(missed), other)
+                adopted += missed
+        if not adopted:
+            return state
+        items = SessionMemoryState.from_dict({"missed": adopted}).missed
+        return dataclasses.replace(state, missed=items + state.missed)
 
     def _switch_contract_if_failing(self) -> None:
         """``hippocampus.mode: auto`` on a model that keeps answering the full contract

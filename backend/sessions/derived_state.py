@@ -106,6 +106,35 @@ class SessionDerivedState:
             merged_seq=int(merged_seq),
         )
 
+    def left_unread(
+        self, user_id: str, persona_id: str, *, besides: str, limit: int = 5
+    ) -> list[tuple[str, tuple[dict[str, Any], ...]]]:
+        """The user's other sessions with this persona whose ``missed`` turns no run has
+        read (their last runs failed), the most recently active first: (id, missed)."""
+        rows = self.db.read(
+            "SELECT id, missed_turns FROM sessions WHERE user_id = :user AND persona_id ="
+            " :persona AND id <> :besides AND missed_turns <> '[]'"
+            " ORDER BY updated_at DESC, id LIMIT :limit",
+            {"user": user_id, "persona": persona_id, "besides": besides, "limit": limit},
+        )
+        return [(row[0], tuple(json.loads(row[1]))) for row in rows]
+
+    def take_missed(self, session_id: str, missed: Sequence[dict[str, Any]]) -> bool:
+        """Empty the session's ``missed`` if it still holds exactly ``missed``: another
+        session's run reads them now. False when they changed meanwhile (its own run, or
+        another taker, got there first). The session's ``updated_at`` stays: it is not
+        the user's activity."""
+        stored = storable(json.dumps(list(missed), ensure_ascii=False))
+        with self.db.write() as db:
+            result = db.execute(
+                text(
+                    "UPDATE sessions SET missed_turns = '[]' WHERE id = :id"
+                    " AND missed_turns = :stored"
+                ),
+                {"id": session_id, "stored": stored},
+            )
+        return result.rowcount > 0
+
     def save_turn_report(self, session_id: str, turn_id: str, report: dict[str, Any]) -> None:
         """Store (or replace) the memory report of one turn. Raises ``SessionNotFound``."""
         body = storable(json.dumps(report, ensure_ascii=False, default=str))

@@ -111,6 +111,34 @@ async def test_a_failed_run_leaves_its_facts_to_the_next_one(compact: Rig) -> No
     assert not compact.sessions.load_state(turn.session.id).missed
 
 
+async def test_what_a_failed_last_run_left_unread_is_read_in_the_next_session(
+    compact: Rig,
+) -> None:
+    compact.hippocampus.enqueue([LLMUnavailable("down", model="h")])
+    compact.chat.enqueue(["Oh no, shellfish!"])
+    ended, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="I'm allergic to shellfish, badly")
+    )
+    assert report["hippocampus"]["status"] == "failed"
+    # That session ends there. Another user's session and another persona's read nothing
+    # of it; the user's next session with this persona does, in its first run.
+    for user, persona in (("u2", None), ("u1", "tutor")):
+        compact.hippocampus.enqueue([compact_answer()])
+        compact.chat.enqueue([f"Hello {user}!"])
+        await compact.engine.run(TurnRequest(user_id=user, text="hello", persona_id=persona))
+        assert "shellfish" not in compact.hippocampus.calls[-1].messages[-1]["content"]
+    compact.hippocampus.enqueue([compact_answer("The user is allergic to shellfish.")])
+    compact.chat.enqueue(["Nice!"])
+    later, report = await compact.engine.run(TurnRequest(user_id="u1", text="anyway, nice weather"))
+    assert later.session.id != ended.session.id
+    prompt = compact.hippocampus.calls[-1].messages[-1]["content"]
+    assert "- I'm allergic to shellfish, badly\n- anyway, nice weather" in prompt
+    assert [w["content"] for w in report["written"]] == ["The user is allergic to shellfish."]
+    # Read once: taken from the ended session, and off this one's once read.
+    assert not compact.sessions.load_state(ended.session.id).missed
+    assert not compact.sessions.load_state(later.session.id).missed
+
+
 async def test_compact_facts_must_come_from_the_new_message(compact: Rig) -> None:
     compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is a night owl.")])
     compact.chat.enqueue(["Tudou!"])

@@ -307,3 +307,30 @@ def test_missed_turns_round_trip(store: SessionStore) -> None:
     assert store.load_state("s1").missed == tuple(missed)
     store.save_state("s1", "bg", [], None)  # caught up: saving without it clears it
     assert store.load_state("s1").missed == ()
+
+
+def test_unread_turns_of_other_sessions_are_taken_once(
+    store: SessionStore, clock: FixedClock
+) -> None:
+    missed = [{"role": "user", "text": "I'm allergic to shellfish, badly"}]
+    for sid, user, persona in (
+        ("old", "alice", "companion"),
+        ("tutor", "alice", "tutor"),
+        ("bob", "bob", "companion"),
+        ("new", "alice", "companion"),
+    ):
+        store.create_session(user, persona, session_id=sid)
+        store.save_state(sid, "", [], None, missed if sid != "new" else [])
+    before = store.get_session("old", "alice")
+    # Only the same user and persona's, never the asking session's own.
+    assert store.left_unread("alice", "companion", besides="new") == [("old", tuple(missed))]
+    assert store.left_unread("alice", "companion", besides="old") == []
+    clock.advance(minutes=5)
+    assert store.take_missed("old", missed)
+    assert not store.take_missed("old", missed)  # a second taker gets nothing
+    assert store.load_state("old").missed == ()
+    # Not the user's activity: the session keeps its place in their list.
+    assert store.get_session("old", "alice") == before
+    # Changed since it was read: not taken.
+    store.save_state("tutor", "", [], None, [*missed, {"role": "user", "text": "and more"}])
+    assert not store.take_missed("tutor", missed)
