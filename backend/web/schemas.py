@@ -338,6 +338,15 @@ class SessionDetail(SessionOut):
     short_term: list[dict[str, Any]]
     user_emotion: dict[str, Any] | None
     reports: list[TurnReportOut]
+    merged_through: int = Field(
+        description="The last message seq the derived state (background, short_term) folds in."
+    )
+    unmerged: list[MessageOut] = Field(
+        description=(
+            "The messages after merged_through: turns the memory has not merged yet (a reply "
+            "is prompted with them verbatim). Empty once the memory has caught up."
+        )
+    )
 
 
 class SessionPatch(_Body):

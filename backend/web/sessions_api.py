@@ -84,13 +84,16 @@ def get_session(session_id: SessionId, user: UserDep, services: ServicesDep) -> 
         state = store.load_state(session.id)
     except SessionNotFound:  # deleted meanwhile
         raise _not_found() from None
+    transcript = store.transcript(session.id)
     return SessionDetail(
         **SessionOut.from_session(session).model_dump(),
-        transcript=[MessageOut.from_message(m) for m in store.transcript(session.id)],
+        transcript=[MessageOut.from_message(m) for m in transcript],
         background=state.background,
         short_term=list(state.short_term),
         user_emotion=state.user_emotion,
         reports=[TurnReportOut.from_report(r) for r in store.turn_reports(session.id)],
+        merged_through=state.merged_seq,
+        unmerged=[MessageOut.from_message(m) for m in transcript if m.seq > state.merged_seq],
     )
 
 

@@ -51,7 +51,8 @@ class Reply:
 
     ``status`` other than 200 answers with an OpenAI error body (``error_message``) and,
     when ``retry_after_ms`` is set, a ``retry-after-ms`` header (the SDK honours it, which
-    keeps retry tests fast). ``hang`` never answers (until the server stops);
+    keeps retry tests fast). ``hang`` never answers (until the server stops); ``hold``
+    answers only once that event is set (or the server stops);
     ``drop_after`` closes the socket after that many content chunks; ``stall_after``
     stops sending (without closing) after that many content chunks; ``error_event_after``
     sends an OpenAI error object as an SSE event after that many, then ``[DONE]``. ``usage`` is sent
@@ -68,6 +69,7 @@ class Reply:
     error_message: str = "scripted error"
     retry_after_ms: int | None = None
     hang: bool = False
+    hold: threading.Event | None = None
     drop_after: int | None = None
     stall_after: int | None = None
     error_event_after: int | None = None
@@ -207,6 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
             scripted._stopping.wait()
             self.close_connection = True
             return
+        while reply.hold is not None and not reply.hold.wait(0.05):
+            if scripted._stopping.is_set():
+                self.close_connection = True
+                return
         if reply.status != 200:
             headers = {}
             if reply.retry_after_ms is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ from backend.personas import Persona, PersonaRegistry
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.schemas import Category
-from tests.web.harness import AppHarness
+from tests.llm.scripted_server import Reply
+from tests.web.harness import HIPPOCAMPUS_OK, AppHarness
 
 NS = Namespace("local", "companion")
 
@@ -394,6 +396,21 @@ def test_sessions_list_get_rename(h: AppHarness, api: httpx.Client) -> None:
     assert r.status_code == 200 and r.json()["title"] == "Evening talk"
     assert api.get(f"/api/sessions/{first}").json()["title"] == "Evening talk"
     assert api.patch(f"/api/sessions/{first}", json={"title": "  "}).json()["title"] is None
+
+
+def test_a_session_shows_the_turns_its_memory_has_not_merged_yet(
+    h: AppHarness, api: httpx.Client
+) -> None:
+    merge = threading.Event()
+    h.hippocampus.enqueue(Reply(chunks=[HIPPOCAMPUS_OK], hold=merge))
+    session = chat(api, "I'm allergic to peanuts, by the way")
+    detail = api.get(f"/api/sessions/{session}").json()
+    # The hippocampus has not answered: the turn is queued, and shown as such.
+    assert detail["merged_through"] == 0 and detail["reports"] == []
+    assert [(m["role"], m["seq"]) for m in detail["unmerged"]] == [("user", 1), ("assistant", 2)]
+    merge.set()
+    detail = wait_for_reports(api, session, 1)
+    assert detail["merged_through"] == 2 and detail["unmerged"] == []
 
 
 def wait_for_reports(api: httpx.Client, session: str, n: int) -> dict:
