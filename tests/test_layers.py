@@ -22,7 +22,7 @@ LAYERS = {
     "engine": 4,
     "longterm": 3,
     "hippocampus": 3,
-    "config": 2.5,  # config*.py, personas.py, persona_import.py: settings and cards
+    "config": 2.5,  # config/, personas.py, persona_import.py: settings and cards
     "llm": 2,
     "embeddings": 2,
     "stores": 2,
@@ -30,10 +30,9 @@ LAYERS = {
     "memory": 1,
     "leaf": 0,  # clock.py, storable_text.py, runtime.py, data_dir_lock.py
 }
-SETTINGS_MODULES = {"config", "config_errors", "config_memory", "config_roles", "config_sources"}
-SETTINGS_MODULES |= {"personas", "persona_import"}
+SETTINGS_MODULES = {"config", "personas", "persona_import"}
 # Adapters beside each other, by design (docs/architecture.md, "The import rule").
-ALLOWED_SIDEWAYS = {("stores.change_feed", "sessions.db"), ("config", "llm.presets")}
+ALLOWED_SIDEWAYS = {("stores.change_feed", "sessions.db")}
 # Private attributes of third-party objects that are their public API (SQLAlchemy's
 # ``Row._mapping``) or that we read on purpose (llama.cpp's context, chromadb's session).
 THIRD_PARTY_PRIVATE = {"_mapping", "_ctx", "_session"}
@@ -77,26 +76,27 @@ def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def _backend_modules(names: set[str]) -> set[str]:
-    resolved = {
-        n.removeprefix("backend.")
-        for n in names
-        if n.startswith("backend.") and n.removeprefix("backend.") in MODULES
-    }
-    # ``from backend.x import y`` where y is a module: keep y, drop the package x
-    return {m for m in resolved if not any(o.startswith(m + ".") for o in resolved)}
+def _imported(module: str, path: Path, nodes: list[ast.stmt]) -> set[str]:
+    """The backend modules the import statements ``nodes`` of ``module`` name.
 
-
-def _names(module: str, path: Path, nodes: list[ast.stmt]) -> set[str]:
+    ``from backend.x import y`` names the module ``x.y`` when y is one, else ``x`` (a
+    package's ``__init__``), one name at a time: ``from backend.config import Settings``
+    beside ``from backend.config.errors import ConfigError`` names both.
+    """
     names: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             source = _absolute(module, path, node)
-            names.add(source)
-            names.update(f"{source}.{alias.name}" for alias in node.names)
-    return names
+            for alias in node.names:
+                inner = f"{source}.{alias.name}"
+                names.add(inner if inner.removeprefix("backend.") in MODULES else source)
+    return {
+        n.removeprefix("backend.")
+        for n in names
+        if n.startswith("backend.") and n.removeprefix("backend.") in MODULES
+    }
 
 
 def _runtime_imports(module: str, path: Path) -> set[str]:
@@ -117,14 +117,14 @@ def _runtime_imports(module: str, path: Path) -> set[str]:
                 found.append(node)
 
     visit(tree.body)
-    return _backend_modules(_names(module, path, found))
+    return _imported(module, path, found)
 
 
 def _all_imports(module: str, path: Path) -> set[str]:
     """The backend modules ``path`` imports anywhere: for types only, in functions, too."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return _backend_modules(_names(module, path, nodes))
+    return _imported(module, path, nodes)
 
 
 GRAPH = {name: _runtime_imports(name, path) for name, path in MODULES.items()}

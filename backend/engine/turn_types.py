@@ -23,7 +23,7 @@ from backend.sessions.store import SessionStore
 @dataclass(frozen=True, slots=True)
 class TurnSettings:
     """What the engine reads of the settings; ``services.turn_settings`` derives it, so
-    every default lives in the settings (backend/config*.py), none here."""
+    every default lives in the settings (backend/config/), none here."""
 
     token_budget: int
     hippocampus_timeout_s: float

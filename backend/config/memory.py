@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import Field, GetCoreSchemaHandler, ValidationError, create_model, model_validator
 from pydantic_core import core_schema
 
-from backend.config_errors import ConfigError, problems
-from backend.config_roles import Section
+from backend.config.errors import ConfigError, problems
+from backend.config.roles import Section
 from backend.memory.types import (
     ActivationPolicy,
     GatePolicy,
@@ -40,7 +40,7 @@ class EngineSection:
     The keys, types and defaults are the dataclass's fields; ``bounds`` gives a field's
     range (the unit interval when it names none); ``check`` runs on the result (a
     ``ValueError`` is reported at the section's key). ``settings_model`` is the pydantic
-    model that validates the object; ``backend.config_errors`` reads its fields for hints.
+    model that validates the object; ``backend.config.errors`` reads its fields for hints.
     """
 
     def __init__(

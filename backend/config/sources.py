@@ -33,7 +33,7 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
 )
 
-from backend.config_errors import ConfigError
+from backend.config.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from pydantic import (
     model_validator,
 )
 
-from backend.config_errors import ConfigError
-from backend.config_sources import base_dir
+from backend.config.errors import ConfigError
+from backend.config.sources import base_dir
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def check_url(value: str | None) -> str | None:
 
 def resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
     """Relative paths are relative to the config file's directory: the validation context's
-    ``base_dir``, else the file being loaded (``backend.config_sources``), else ``.``."""
+    ``base_dir``, else the file being loaded (``backend.config.sources``), else ``.``."""
     if value is None:
         return None
     base = (info.context or {}).get("base_dir") or base_dir() or "."

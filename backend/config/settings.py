@@ -2,7 +2,7 @@
 
 Nothing is read at import time: ``load_settings()`` is called once at start and the result
 is handed down. ``Settings`` is a pydantic-settings ``BaseSettings``; its sources
-(``backend.config_sources``), highest priority first: the named environment variables,
+(``backend.config.sources``), highest priority first: the named environment variables,
 ``LM__SECTION__KEY`` variables, the JSON file, the defaults. A missing ``config.json``
 means all defaults (embedded, offline models).
 
@@ -18,13 +18,13 @@ Environment (``docs/configuration.md`` has the full table):
   ``openai`` roles; ignored for embedded ones);
 - ``OPENAI_API_KEY`` — fallback key for an ``openai`` role that has none.
 
-The sections live in ``backend.config_roles`` (``chat``, ``hippocampus``, ``embedding``)
-and ``backend.config_memory`` (``memory``, validated into the engine's own types); this
-module re-exports them.
+The sections live in ``backend.config.roles`` (``chat``, ``hippocampus``, ``embedding``)
+and ``backend.config.memory`` (``memory``, validated into the engine's own types); this
+module has ``storage``, ``server`` and the whole. ``backend.config`` is the public API.
 
 Failure policy: bad configuration fails at start. Every problem raises ``ConfigError``,
 whose message has one line per problem naming where it came from, the key path and
-what is wrong (``backend.config_errors``). Secrets (``SecretStr``; ``server.api_keys``)
+what is wrong (``backend.config.errors``). Secrets (``SecretStr``; ``server.api_keys``)
 never appear in reprs or errors.
 """
 
@@ -52,49 +52,18 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from backend.config_errors import ConfigError, problems
-from backend.config_memory import MemorySettings, SalientSettings
-from backend.config_roles import (
-    ROLES,
+from backend.config.errors import ConfigError, problems
+from backend.config.memory import MemorySettings
+from backend.config.roles import (
     ChatRole,
-    EmbeddedChat,
-    EmbeddedEmbedding,
-    EmbeddedHippocampus,
     EmbeddingRole,
-    HippocampusMode,
     HippocampusRole,
-    OpenAIChat,
-    OpenAIEmbedding,
-    OpenAIHippocampus,
     Section,
     check_url,
     resolve_keys,
     resolve_path,
 )
-from backend.config_sources import ENV_PREFIX, ConfigLoad, active, sources
-
-__all__ = [
-    "PERSONA_ID_PATTERN",
-    "ROLES",
-    "ChatRole",
-    "ConfigError",
-    "EmbeddedChat",
-    "EmbeddedEmbedding",
-    "EmbeddedHippocampus",
-    "EmbeddingRole",
-    "HippocampusMode",
-    "HippocampusRole",
-    "MemorySettings",
-    "OpenAIChat",
-    "OpenAIEmbedding",
-    "OpenAIHippocampus",
-    "SalientSettings",
-    "ServerSettings",
-    "Settings",
-    "StorageSettings",
-    "load_settings",
-    "redact_database_url",
-]
+from backend.config.sources import ENV_PREFIX, ConfigLoad, active, sources
 
 logger = logging.getLogger(__name__)
 

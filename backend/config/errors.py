@@ -45,7 +45,7 @@ def _walk(loc: tuple[Any, ...], root: type[BaseModel]) -> tuple[Any, FieldInfo |
         field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
         if field is None:
             return None, None
-        # An engine section (``backend.config_memory``) names the model it validates with.
+        # An engine section (``backend.config.memory``) names the model it validates with.
         models = _models_in(field.annotation) + [
             item.settings_model for item in field.metadata if hasattr(item, "settings_model")
         ]
