@@ -3,11 +3,13 @@
 A message is posted by an htmx form: the turn begins (the user message is stored, the
 memories activated) and the answer is the user's bubble plus an assistant bubble whose
 hidden stream element opens ``GET /ui/sessions/{sid}/turns/{tid}/stream`` with htmx's
-SSE extension. That stream sends ``token`` events (HTML-escaped text, appended as it
-arrives), one ``final`` event (the finished bubble: markdown rendered, or the error with
-a retry button, and a loader that refreshes the memory panel once the merge is done)
-and ``done``. The stop button closes the EventSource: the engine records the reply as
-incomplete, and the page fetches the finished bubble from ``GET .../turns/{tid}``.
+SSE extension. That stream sends a ``recalled`` event first (the memory panel's
+"Recalled" section for this reply, as soon as activation is done), then ``token`` events
+(HTML-escaped text, appended as it arrives), one ``final`` event (the finished bubble:
+markdown rendered, or the error with a retry button, and a loader that refreshes the
+memory panel once the merge is done) and ``done``. The stop button closes the
+EventSource: the engine records the reply as incomplete, and the page fetches the
+finished bubble from ``GET .../turns/{tid}``.
 
 Failure policy: bad input → 400/404/413 fragments shown inline; a model failure → an
 inline error with a retry button in the reply's bubble; the panel never fails a page
@@ -28,6 +30,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import escape
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from backend.engine.report import activation_part
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
 from backend.personas import Persona, UnknownPersona
@@ -333,6 +336,12 @@ async def stream_turn(request: Request, session_id: str, turn_id: str, auth: UiR
         yield ServerSentEvent("end", event="done")
 
     async def live(entry: PendingTurn) -> AsyncIterator[ServerSentEvent]:
+        # What was recalled is known before the first token: the panel shows it now, not
+        # once the turn's report is merged (the hippocampus may take seconds more).
+        activated = activation_part(entry.turn.activation)["activated"]
+        yield ServerSentEvent(
+            fragment(request, "_panel_recalled.html", activated=activated), event="recalled"
+        )
         queue, pump = turns.pump(entry)
         error: str | None = None
         ended = False

@@ -7,6 +7,7 @@ Skipped without /usr/bin/chromium or playwright, unless LIMBIC_REQUIRE_BROWSER=1
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -117,6 +118,25 @@ def test_memory_panel_shows_activated_memories_and_the_report(page: Any, h: AppH
     assert "Anna, their sister in Berlin" in panel.locator(".background").inner_text()
     assert "ok" in panel.locator(".hippocampus").inner_text()
     assert panel.locator(".short-term li").count() == 2
+
+
+def test_the_panel_shows_what_was_recalled_before_the_memory_merges(
+    page: Any, h: AppHarness
+) -> None:
+    store_memory(h, "My sister Anna moved to Berlin in May.", importance=0.8)
+    open_new_conversation(page, h)
+    merge = threading.Event()  # the hippocampus answers only when the test lets it
+    h.hippocampus.enqueue(Reply(chunks=[hippocampus_reply()], hold=merge))
+    h.chat.enqueue(Reply(chunks=["How ", "is ", "Anna ", "doing?"]))
+    send(page, "how is my sister Anna in Berlin?")
+    panel = page.locator("#memory-panel")
+    item = panel.locator("#recalled-section .activated-item").first
+    item.wait_for()
+    assert "My sister Anna moved to Berlin in May." in item.inner_text()
+    assert panel.locator(".report").count() == 0  # no report yet: the merge is held
+    merge.set()
+    panel.locator(".report .hippocampus").wait_for()
+    assert "Anna moved to Berlin" in panel.locator("#recalled-section").inner_text()
 
 
 def test_edit_pin_and_delete_a_memory(page: Any, h: AppHarness) -> None:

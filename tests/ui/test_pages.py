@@ -123,9 +123,10 @@ def test_turn_streams_escaped_tokens_then_rendered_markdown(h: AppHarness) -> No
     with client(h) as c:
         session = new_session(c)
         posted, events = run_turn(c, session, "hello")
-    assert [e for e, _ in events] == ["token"] * 4 + ["final", "done"]
-    assert events[1][1] == "&lt;b&gt;x&lt;/b&gt; "
-    final = events[4][1]
+    assert [e for e, _ in events] == ["recalled"] + ["token"] * 4 + ["final", "done"]
+    assert "No memory was recalled for this reply." in events[0][1]
+    assert events[2][1] == "&lt;b&gt;x&lt;/b&gt; "
+    final = events[5][1]
     assert "<strong>bold</strong>" in final and "&lt;b&gt;x&lt;/b&gt;" in final
     assert 'href="javascript' not in final and "<a " not in final
     assert f"/ui/sessions/{session}/panel?turn=" in final  # refreshes the memory panel
@@ -179,6 +180,10 @@ def test_panel_reports_activation_channels_and_missing_cosine(h: AppHarness) -> 
         turn = re.search(r"panel\?turn=([0-9a-f]+)", events[-2][1])
         assert turn is not None
         panel = c.get(f"/ui/sessions/{session}/panel?turn={turn.group(1)}").text
+    # The stream's first event: what was recalled, before any token and before the merge.
+    event, recalled = events[0]
+    assert event == "recalled" and 'id="recalled-section"' in recalled
+    assert "The user&#39;s dog is called Pepper." in recalled and ">missing<" in recalled
     assert "The user&#39;s dog is called Pepper." in panel
     for channel in ("recency", "importance", "relevance", "emotion", "cosine", "final"):
         assert f"<dt>{channel}</dt>" in panel
