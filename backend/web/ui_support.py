@@ -39,6 +39,7 @@ from starlette.templating import Jinja2Templates
 from backend.engine.services import Services
 from backend.web.api_keys import user_for_key
 from backend.web.deps import LOCAL_USER
+from backend.web.ui_feeling import panel_feeling
 
 COOKIE = "limbic_key"
 CSRF_HEADER = "x-csrf-token"
@@ -143,6 +144,7 @@ def make_templates(directory: Path) -> Jinja2Templates:
     env.filters["pct"] = _pct
     env.filters["num"] = _num
     env.filters["short_id"] = lambda value: (value or "")[:8]
+    env.filters["feeling"] = panel_feeling
     return Jinja2Templates(env=env)
 
 
