@@ -52,7 +52,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.formation_script import Script, UsageError
+from backend.cli.conversation_script import Script
+from bench.formation_script import UsageError
 
 GOLD_DIR = Path(__file__).resolve().parent / "data" / "formation_gold"
 USER = "user"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 
+from backend.cli.conversation_script import ScriptTurn
 from backend.llm.port import (
     ChatModel,
     Delta,
@@ -18,7 +19,7 @@ from backend.llm.port import (
     TextDelta,
     ToolSpec,
 )
-from bench.formation_script import OracleFacts, ScriptTurn
+from bench.formation_script import OracleFacts
 
 NO_REPLY = "OK."  # the reply to a user turn the script gives no assistant turn for
 

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.cli.conversation_script import Probe, Script, ScriptTurn
 from backend.config import ConfigError, Settings, load_settings
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnRequest
@@ -83,15 +84,7 @@ from backend.personas import UnknownPersona
 from bench import entity_judge
 from bench import formation_scoring as scoring
 from bench.formation_models import FlakyHippocampus, OracleHippocampus, ScriptedReplies
-from bench.formation_script import (
-    Probe,
-    Script,
-    ScriptTurn,
-    UsageError,
-    load_oracle,
-    load_script,
-    oracle_path,
-)
+from bench.formation_script import UsageError, load_oracle, load_script, oracle_path
 
 REPO = Path(__file__).resolve().parent.parent
 USER_ID = "bench-formation-user"

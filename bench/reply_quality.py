@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.cli.conversation_script import Probe
 from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE, NOTES_OPEN
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
@@ -78,7 +79,7 @@ from backend.personas import PersonaRegistry
 from bench import reply_judges as judges
 from bench._rig import REPO, command_line, machine_line, percentile
 from bench.formation_models import OracleHippocampus, ScriptedReplies, _StandIn
-from bench.formation_script import Probe, UsageError, load_oracle, load_script, oracle_path
+from bench.formation_script import UsageError, load_oracle, load_script, oracle_path
 from bench.memory_formation import DEFAULT_PERSONAS, bench_settings
 
 DATA_DIR = REPO / "bench" / "data" / "reply_quality"

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from backend.cli.demo import DemoUsageError, load_script, parse_script, run, score
+from backend.cli.conversation_script import ScriptError, load_script, parse_script
+from backend.cli.demo import run
+from backend.cli.demo_script import score
 from backend.cli.main import main
 from backend.config import load_settings
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
@@ -111,7 +113,7 @@ def test_the_shipped_scripts_are_valid() -> None:
     for name in ("companion", "tutor", "coach"):
         script = load_script(REPO_DEMOS / f"{name}.json")
         assert len(script.sessions) == 3
-        assert 8 <= script.turns <= 10
+        assert 8 <= len(script.turns) <= 10
         assert script.probes == 3
         assert all(t.probe is not None for t in script.sessions[-1])
 
@@ -215,13 +217,14 @@ def test_failing_probes_are_reported(
         ([[{"role": "user", "content": "hi"}], [{"role": "user"}]], "session 2, turn 1: 'content'"),
         ([[{"role": "user", "content": "hi", "probe": {"expects_any": []}}]], "expects_any"),
         ([[{"role": "user", "content": "hi"}]], "no user turn carries a 'probe'"),
-        ([[{"role": "assistant", "content": "hi"}]], "session 1: has no user turn"),
+        ([[{"role": "assistant", "content": "hi"}]], "turn 1: an assistant turn must follow"),
+        ([[]], "session 1: has no user turn"),
     ],
 )
 def test_malformed_scripts_are_rejected_clearly(data: Any, message: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(DemoUsageError, match=r"bad\.json") as info:
+    with pytest.raises(ScriptError, match=r"bad\.json") as info:
         load_script(path)
     assert message in str(info.value)
 

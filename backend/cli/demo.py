@@ -3,14 +3,15 @@
 A script is a JSON list of sessions; a session is a list of turns
 ``{"role": "user"|"assistant", "content": str}``; user turns may carry
 ``"probe": {"expects_any": [str, ...], "topic": str?, "stale_any": [str, ...]?}``
-(the format of ``bench/data/eval/conversations/``). Only the user turns are sent; the
-assistant turns are reference text. Each session is a new conversation through the
-OpenAI-compatible API (the app creates the session; its ``X-Session-Id`` carries the
-following turns), and every turn's memory merge is awaited (``GET /api/sessions/{id}``
-until it has one report per turn) before the next turn is sent, so later sessions see
-what earlier ones planted. Probes are streamed with intermediate steps, which gives the
-activated memories. A probe passes when its reply contains any ``expects_any`` string
-(case-insensitively). The output ends with the line ``probes passed N/M``.
+(``backend.cli.conversation_script``, the format of ``bench/data/eval/conversations/``).
+Only the user turns are sent; the assistant turns are reference text. Each session is a
+new conversation through the OpenAI-compatible API (the app creates the session; its
+``X-Session-Id`` carries the following turns), and every turn's memory merge is awaited
+(``GET /api/sessions/{id}`` until it has one report per turn) before the next turn is
+sent, so later sessions see what earlier ones planted. Probes are streamed with
+intermediate steps, which gives the activated memories. A probe passes when its reply
+contains any ``expects_any`` string (case-insensitively). The output ends with the line
+``probes passed N/M``.
 
 In-process (the default) the app is built from the config and served on a free loopback
 port in a thread, with a fresh data directory (a temporary one unless ``--data-dir``)
@@ -18,13 +19,14 @@ and a fresh user (a one-off API key), so memory starts empty. Against ``--url`` 
 server's store is used as is: the memories listed are only those this run's sessions
 created.
 
-The script and its scoring are ``backend.cli.demo_script``, the HTTP replay
-``backend.cli.demo_replay``, the report ``backend.cli.demo_report``, the in-process app
+The script's parser is ``backend.cli.conversation_script``; finding a persona's script
+and scoring a probe, ``backend.cli.demo_script``; the HTTP replay,
+``backend.cli.demo_replay``; the report, ``backend.cli.demo_report``; the in-process app,
 ``backend.cli.demo_app``; this module is the command.
 
-Failure policy: a malformed script or an unknown demo → ``DemoUsageError`` (exit 2);
-the app failing to start, an HTTP error, or a merge that does not finish in time →
-``DemoError`` (exit 1).
+Failure policy: a malformed script (``ScriptError``) or an unknown demo
+(``DemoUsageError``) → exit 2; the app failing to start, an HTTP error, or a merge that
+does not finish in time → ``DemoError`` (exit 1).
 """
 
 from __future__ import annotations
@@ -35,12 +37,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, TextIO
 
+from backend.cli.conversation_script import ScriptError, load_script
 from backend.cli.demo_app import describe_models, in_process_app
 from backend.cli.demo_replay import DemoClient, DemoError, replay
 from backend.cli.demo_report import render
-from backend.cli.demo_script import DemoUsageError, demo_path, load_script, parse_script, score
-
-__all__ = ["DemoError", "DemoUsageError", "load_script", "parse_script", "run", "score"]
+from backend.cli.demo_script import DemoUsageError, demo_path
 
 
 def run(
@@ -70,7 +71,7 @@ def run(
                 raise DemoUsageError("give --script FILE (no settings to find the demos)")
             script_path = demo_path(persona, [Path(config.server.personas_dir) / "demos"])
         script = load_script(script_path)
-    except DemoUsageError as exc:
+    except (DemoUsageError, ScriptError) as exc:
         print(f"limbic-memory demo: {exc}", file=err)
         return 2
 
@@ -81,8 +82,8 @@ def run(
         script_path = script_path.resolve().relative_to(Path.cwd())
     shown = persona or (settings.server.default_persona if settings else "(the server's default)")
     print(
-        f"demo: persona {shown}, script {script_path} "
-        f"({len(script.sessions)} sessions, {script.turns} user turns, {script.probes} probes)",
+        f"demo: persona {shown}, script {script_path} ({len(script.sessions)} sessions, "
+        f"{len(script.turns)} user turns, {script.probes} probes)",
         file=out,
     )
     try:

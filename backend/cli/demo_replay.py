@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
+from backend.cli.conversation_script import Script
 from backend.cli.demo_report import DemoResult, ProbeResult, short
-from backend.cli.demo_script import Script, score
+from backend.cli.demo_script import score
 
 
 class DemoError(RuntimeError):
@@ -164,20 +165,18 @@ def replay(
         for t, turn in enumerate(session, 1):
             started = time.monotonic()
             if turn.probe is None:
-                reply, sid, model = client.say(turn.content, persona, sid)
+                reply, sid, model = client.say(turn.text, persona, sid)
             else:
-                reply, sid, model, activated = client.probe(turn.content, persona, sid)
+                reply, sid, model, activated = client.probe(turn.text, persona, sid)
                 passed, stale = score(turn.probe, reply)
-                probes.append(
-                    ProbeResult(turn.content, turn.probe, reply, activated, passed, stale)
-                )
+                probes.append(ProbeResult(turn.text, turn.probe, reply, activated, passed, stale))
             persona_id = model or persona_id
             if t == 1:
                 session_ids.append(sid)
             client.wait_for_merges(sid, t)
             progress(
                 f"session {s}/{len(script.sessions)} turn {t}/{len(session)}: "
-                f"{short(turn.content, 60)!r} ({time.monotonic() - started:.1f} s)"
+                f"{short(turn.text, 60)!r} ({time.monotonic() - started:.1f} s)"
             )
     memories = client.memories_of(persona_id, set(session_ids)) if persona_id else []
     return DemoResult(persona_id, session_ids, memories, probes)

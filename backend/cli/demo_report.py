@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from backend.cli.demo_script import Probe
+from backend.cli.conversation_script import Probe
 
 SHORT = 160  # characters of a reply or memory shown per line
 
