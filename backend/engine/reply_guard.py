@@ -432,8 +432,9 @@ class ReplyGuard:
         }
         self._opening = check_opening
         self._held = ""
-        # With a health note, even an unchecked opening is held for the health check.
-        self._released = not check_opening and not self._health
+        # Even an unchecked opening is held for the health check and while it copies the
+        # message (``_judge_opening``).
+        self._released = False
         self._sentence = ""  # the current sentence, held while it may be a help-desk line
         self._clear = False  # part of the current sentence is shown: the rest goes through
         self._dropped: list[str] = []  # sentences left out
@@ -465,6 +466,14 @@ class ReplyGuard:
         said = _split_sentences(text)
         tokens = words(text)
         if not self._opening:
+            # The last attempt is shown as it comes, but never the message said back (the
+            # third attempt of "朋友约我周六去吃海鲜自助…" was the message, word for word).
+            for message in self._message:
+                if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
+                    return self._reject("echo", text)
+            copying = any(_copied_run(tokens, m) == len(tokens) for m in self._message)
+            if copying and not final and len(tokens) < ECHO_TOKENS:
+                return False
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)

@@ -299,10 +299,11 @@ class Turn:
         attempt whose opening is a refusal, an echo, a repeat of an earlier reply or a
         help-desk line is stopped before anything of it is shown, and sampled again with a
         hint for the model (and another seed); the last attempt is shown whatever it
-        says, unless it gives a go-ahead against a recalled health note: then the note is
-        said back instead (``health_reminder``). Help-desk sentences are left out of every
-        attempt. A continuation, or a
-        guard switched off (``chat.reply_guard``), streams as the model writes."""
+        says, unless it gives a go-ahead against a recalled health note or says the
+        message back: then the note is said back instead (``health_reminder``), or, with
+        no note, a plain request to go on (``lost_thread``). Help-desk sentences are left
+        out of every attempt. A continuation, or a guard switched off
+        (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
         user_text, earlier = _conversation(messages)
         if self._target is not None and self.kind == "regenerate":
@@ -374,8 +375,11 @@ class Turn:
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
-            if last:  # only the health check runs on the last attempt: never its go-ahead
-                yield TextDelta(health_reminder(user_text, self.health_notes))
+            if last:  # the last attempt is checked for a go-ahead and an echo only
+                if self.health_notes:
+                    yield TextDelta(health_reminder(user_text, self.health_notes))
+                else:
+                    yield TextDelta(lost_thread(user_text))
                 yield Finish("stop")
                 return
             hints.append(rejected.hint)
