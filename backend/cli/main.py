@@ -186,7 +186,7 @@ def _chat_command(args: argparse.Namespace) -> int:
     if isinstance(url, int):
         return url
     if url is not None:
-        from backend.cli.remote import chat
+        from backend.cli.remote_chat import chat
 
         return chat(
             url,
@@ -290,7 +290,8 @@ def _mcp_command(args: argparse.Namespace) -> int:
         return url
     if url is None:
         return asyncio.run(_mcp(args, settings))
-    from backend.cli.remote import RemoteError, auth_headers, check_persona, mcp_relay
+    from backend.cli.remote_http import RemoteError, auth_headers
+    from backend.cli.remote_mcp import check_persona, mcp_relay
 
     try:
         headers = auth_headers(settings, args.user)

@@ -29,26 +29,8 @@ from typing import IO, Any
 
 import httpx
 
-from backend.cli.remote_chat import chat
-from backend.cli.remote_http import (
-    RemoteError,
-    auth_headers,
-    error_message,
-    http_client,
-    unreachable,
-)
-from backend.cli.remote_mcp import check_persona, mcp_relay
+from backend.cli.remote_http import error_message, http_client, unreachable
 from backend.data_dir_lock import DataDirBusy, current_owner, needs_owner_lock
-
-__all__ = [
-    "RemoteError",
-    "auth_headers",
-    "chat",
-    "check_persona",
-    "import_persona",
-    "mcp_relay",
-    "owner_url",
-]
 
 # How long to wait for a server that holds the data directory but is not listening yet
 # (loading its models), before giving up.

@@ -29,7 +29,7 @@ from backend.config import EmbeddedHippocampus, OpenAIChat, OpenAIHippocampus, S
 from backend.data_dir_lock import DataDirBusy, DataDirLock, acquire_data_dir, needs_owner_lock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
 from backend.engine.turn import TurnEngine, TurnSettings
-from backend.llm.embedded_llama import all_threads
+from backend.llm.llama_model import all_threads
 from backend.llm.port import ChatModel, LLMError
 from backend.llm.reply_first import ReplyFirst
 from backend.llm.server_address import is_local_url

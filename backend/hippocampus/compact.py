@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from backend.hippocampus.budget import catch_up_batch, truncate_middle
-from backend.hippocampus.parse import MAX_SCAN_POSITIONS, HippocampusParseError, clean_text
+from backend.hippocampus.extract import MAX_SCAN_POSITIONS
+from backend.hippocampus.parse import HippocampusParseError, clean_text
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
 from backend.hippocampus.state import HippocampusResult, SessionMemoryState
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion

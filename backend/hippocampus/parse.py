@@ -32,12 +32,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
-from backend.hippocampus.extract import (
-    EXPECTED_FIELDS,
-    MAX_SCAN_POSITIONS,
-    as_result_object,
-    extract_object,
-)
+from backend.hippocampus.extract import as_result_object, extract_object
 from backend.hippocampus.schema import (
     KEYWORD_MAX_CHARS,
     KEYWORDS_MAX_ITEMS,
@@ -51,17 +46,6 @@ from backend.hippocampus.schema import (
 from backend.hippocampus.state import HippocampusResult, Role, SessionMemoryState, ShortTermItem
 from backend.memory.emotions import NO_FEELING_LABELS, canonical_emotion
 from backend.memory.types import Candidate, Emotion, clamp01, normalise_subject
-
-# EXPECTED_FIELDS, MAX_SCAN_POSITIONS and extract_object live in ``extract``; importable here.
-__all__ = [
-    "DEFAULT_SCORE",
-    "EXPECTED_FIELDS",
-    "MAX_SCAN_POSITIONS",
-    "HippocampusParseError",
-    "clean_text",
-    "extract_object",
-    "parse_result",
-]
 
 DEFAULT_SCORE = 0.5  # Candidate's default importance/confidence, and an emotion's intensity
 

@@ -36,11 +36,8 @@ from backend.llm.llama_model import (
     CHATML_END,
     CHATML_TEMPLATE,
     DEFAULT_N_CTX,
-    all_threads,
-    default_threads,
     load_llama,
     resolve_model_file,
-    smollm2_gguf_path,
 )
 from backend.llm.port import (
     Delta,
@@ -61,21 +58,6 @@ from backend.llm.reply_first import ReplyFirst
 
 logger = logging.getLogger(__name__)
 
-# Importable from here as before: what moved to ``llama_model`` and ``llama_arguments``.
-__all__ = [
-    "CHATML_TEMPLATE",
-    "DEFAULT_MAX_TOKENS",
-    "DEFAULT_N_CTX",
-    "DEFAULT_REPEAT_PENALTY",
-    "GRAMMAR_MAX_STRING_LENGTH",
-    "EmbeddedLlamaChatModel",
-    "all_threads",
-    "cap_string_lengths",
-    "check_logit_bias",
-    "default_threads",
-    "sampling_arguments",
-    "smollm2_gguf_path",
-]
 
 # A tiny model repeats itself without a penalty; 1.2 keeps schema-constrained JSON from
 # looping on one array item (measured with SmolLM2-135M on the hippocampus schema).
@@ -97,7 +79,7 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
 
     ``temperature``/``max_tokens`` are per-instance defaults (``None`` leaves llama.cpp's
     own: temperature 0.2; temperature 0 is greedy decoding); ``n_threads=None`` means
-    ``default_threads()``. A call's ``sampling`` goes to llama.cpp as its ``stop``,
+    ``llama_model.default_threads()``. A call's ``sampling`` goes to llama.cpp as its ``stop``,
     ``seed`` (a call without one gets a seed llama-cpp-python draws from the previous
     one, starting at the constructor's ``seed``), ``top_p``, ``top_k``, ``min_p``,
     ``frequency_penalty``, ``presence_penalty`` and ``logit_bias``

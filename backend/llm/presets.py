@@ -13,7 +13,7 @@ A preset names one GGUF file with its size and sha256. Two kinds:
 The packages are found on disk with ``importlib.util.find_spec`` and never imported. The
 joined file is checked again when the model loads (``verify``, from the llama.cpp
 adapter). Qwen presets use ChatML (``chat_format="chatml"``: the adapter renders every
-message, ``embedded_llama.CHATML_TEMPLATE``), not the template stored in the file (the
+message, ``llama_model.CHATML_TEMPLATE``), not the template stored in the file (the
 uploads are unofficial; ChatML is Qwen2.5's documented format).
 
 Nothing happens at import time; only the standard library is used, so install.sh can

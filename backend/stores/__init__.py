@@ -1,8 +1,8 @@
 """Stores: the long-term vector store port and its backends.
 
 ``VectorStore`` (the port) and ``InMemoryVectorStore`` import nothing heavy;
-``ChromaVectorStore`` / ``HnswParams`` are loaded on first access so that importing
-``backend.stores`` does not import chromadb.
+``ChromaVectorStore`` / ``HnswParams`` (``chroma_store``, ``memory_codec``) are loaded on
+first access so that importing ``backend.stores`` does not import chromadb.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from backend.stores.vector_port import (
 )
 
 if TYPE_CHECKING:
-    from backend.stores.chroma_store import ChromaVectorStore, HnswParams
+    from backend.stores.chroma_store import ChromaVectorStore
+    from backend.stores.memory_codec import HnswParams
 
 __all__ = [
     "ChromaVectorStore",
@@ -30,8 +31,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ChromaVectorStore", "HnswParams"):
-        from backend.stores import chroma_store
+    if name == "ChromaVectorStore":
+        from backend.stores.chroma_store import ChromaVectorStore
 
-        return getattr(chroma_store, name)
+        return ChromaVectorStore
+    if name == "HnswParams":
+        from backend.stores.memory_codec import HnswParams
+
+        return HnswParams
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

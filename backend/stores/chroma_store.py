@@ -52,7 +52,6 @@ from backend.stores.chroma_collections import NamespaceCollections, Pair
 from backend.stores.chroma_reads import (
     DECODE_ERRORS,
     RECORD_UNREADABLE,
-    VECTOR_UNREADABLE,
     Read,
     UnreadableRecords,
     decode_rows,
@@ -74,15 +73,6 @@ from backend.stores.vector_port import (
 )
 
 logger = logging.getLogger(__name__)
-
-# Importable from here as before: what moved to ``chroma_reads`` and ``chroma_scan``.
-__all__ = [
-    "RECORD_UNREADABLE",
-    "VECTOR_UNREADABLE",
-    "ChromaVectorStore",
-    "HnswParams",
-    "RecordScan",
-]
 
 
 class ChromaVectorStore:

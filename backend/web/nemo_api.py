@@ -50,6 +50,7 @@ from backend.storable_text import unstorable_reason
 from backend.web import openai_api
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError, error_body
+from backend.web.openai_schemas import ChatRequest
 from backend.web.schemas import ERROR_RESPONSES
 from backend.web.turn_steps import activation_payload, memory_report, step_line
 
@@ -131,9 +132,7 @@ def _value(text: str) -> ServerSentEvent:
 
 
 @router.post("/chat", summary="A chat turn, not streaming (the NeMo Agent Toolkit UI's /chat)")
-async def chat(
-    request: Request, body: openai_api.ChatRequest, user: UserDep, services: ServicesDep
-) -> Any:
+async def chat(request: Request, body: ChatRequest, user: UserDep, services: ServicesDep) -> Any:
     """``POST /v1/chat/completions`` with ``stream`` forced off: the NeMo Agent Toolkit's
     non-streaming chat route. The session comes from ``Conversation-Id``."""
     body = body.model_copy(update={"stream": False})

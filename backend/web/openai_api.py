@@ -47,23 +47,11 @@ from backend.web.chat_messages import ChatInput, part_text, read_messages
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError
 from backend.web.openai_response import respond
-from backend.web.openai_schemas import MAX_MESSAGES, ChatRequest
+from backend.web.openai_schemas import ChatRequest
 from backend.web.utility_requests import utility_kind
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"])
-
-# Importable from here as before: the request's models moved to ``openai_schemas``.
-__all__ = [
-    "MAX_MESSAGES",
-    "ChatRequest",
-    "begin_turn",
-    "chat_completions",
-    "header_safe",
-    "list_models",
-    "nemo_chat_stream",
-    "router",
-]
 
 # The client's own conversation ids, first found wins (docs/api.md).
 SESSION_HEADERS = ("conversation-id", "x-session-id", "x-openwebui-chat-id")

@@ -55,7 +55,7 @@ def _free_port() -> int:
 def llama_cpp_server(log: Path, *, model: Path | None = None, alias: str = ALIAS) -> Iterator[str]:
     """The server's base URL (``.../v1``) while it runs: ``model`` (SmolLM2 by default)
     served as ``alias``."""
-    from backend.llm.embedded_llama import smollm2_gguf_path
+    from backend.llm.llama_model import smollm2_gguf_path
 
     port = _free_port()
     command = [

@@ -12,13 +12,9 @@ from typing import Any
 
 import pytest
 
-from backend.llm.embedded_llama import (
-    DEFAULT_REPEAT_PENALTY,
-    EmbeddedLlamaChatModel,
-    check_logit_bias,
-    sampling_arguments,
-    smollm2_gguf_path,
-)
+from backend.llm.embedded_llama import DEFAULT_REPEAT_PENALTY, EmbeddedLlamaChatModel
+from backend.llm.llama_arguments import check_logit_bias, sampling_arguments
+from backend.llm.llama_model import smollm2_gguf_path
 from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, Sampling, TextDelta
 from tests.support import require_embedded_model
 

@@ -26,7 +26,8 @@ import pytest
 from backend.config import load_settings
 from backend.engine import services
 from backend.llm import build_chat_model, presets
-from backend.llm.embedded_llama import CHATML_TEMPLATE, EmbeddedLlamaChatModel
+from backend.llm.embedded_llama import EmbeddedLlamaChatModel
+from backend.llm.llama_model import CHATML_TEMPLATE
 from backend.llm.port import LLMUnavailable, TextDelta
 from tests.support import skip_or_fail
 

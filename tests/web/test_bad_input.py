@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.web.openai_api import MAX_MESSAGES
+from backend.web.openai_schemas import MAX_MESSAGES
 from tests.web.harness import AppHarness
 
 CHAT = "/v1/chat/completions"
