@@ -460,3 +460,12 @@ class TurnEngine:
         """Wait for every pending hippocampus run and merge (graceful shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def cancel_background(self) -> None:
+        """Stop the background work without letting it finish: what a process that dies
+        leaves behind (turns stored, not merged). The opposite of ``drain``; the cluster
+        tests use it to stand for a killed process."""
+        pending = list(self._background)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)

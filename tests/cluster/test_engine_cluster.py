@@ -159,9 +159,7 @@ async def test_a_turn_whose_process_died_unmerged_is_merged_by_the_next(
             pass
     await asyncio.sleep(0.3)  # the reply's turn lock is back; the merge waits on "never"
     # Process A dies with turn 1 stored but not merged: its tasks stop, its locks go.
-    for task in list(a.engine._background):
-        task.cancel()
-    await asyncio.gather(*list(a.engine._background), return_exceptions=True)
+    await a.engine.cancel_background()
     a.sessions.close()
     turn2, report2 = await asyncio.wait_for(
         b.engine.run(TurnRequest(user_id="alice", text="t2", session_id=turn1.session.id)), 10
