@@ -52,16 +52,18 @@ def _free_port() -> int:
 
 
 @contextmanager
-def llama_cpp_server(log: Path, *, model: Path | None = None, alias: str = ALIAS) -> Iterator[str]:
+def llama_cpp_server(
+    log: Path, *, model: Path | None = None, alias: str = ALIAS, chat_format: str = "chatml"
+) -> Iterator[str]:
     """The server's base URL (``.../v1``) while it runs: ``model`` (SmolLM2 by default)
-    served as ``alias``."""
+    served as ``alias``, with ``chat_format`` (``chatml-function-calling`` for tools)."""
     from backend.llm.llama_model import smollm2_gguf_path
 
     port = _free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model or smollm2_gguf_path()), "--model_alias", alias,
-        "--chat_format", "chatml", "--n_ctx", "4096", "--n_threads", "2",
+        "--chat_format", chat_format, "--n_ctx", "4096", "--n_threads", "2",
         "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     with log.open("wb") as out:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from backend.engine.services import build_services
 from backend.engine.turn_types import TurnRequest
 from backend.hippocampus import hippocampus_schema
+from backend.llm.fake import FakeChatModel
 from backend.llm.openai_compat import OpenAICompatChatModel
 from backend.llm.openai_request import without_size_bounds
 from backend.llm.port import Sampling
@@ -88,3 +90,46 @@ async def test_a_turn_replies_and_memory_forms_with_no_json_mode_set(
     assert services.hippocampus.json_mode == "json_object_with_schema"  # type: ignore[attr-defined]
     assert reports[-1]["written"], reports[-1]  # a memory formed from the first turn
     assert services.engine.memory_health.warning() is None
+
+
+@pytest.fixture(scope="module")
+def tools_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    require_server()
+    log = tmp_path_factory.mktemp("llama-cpp-server-tools") / "server.log"
+    with llama_cpp_server(log, chat_format="chatml-function-calling") as url:
+        yield url
+
+
+async def test_the_memory_tools_reach_a_server_started_for_function_calling(
+    tools_url: str, tmp_path: Path
+) -> None:
+    # docs/configuration.md: `"tools": true` on a llama-cpp-python server started with
+    # `--chat_format chatml-function-calling`. The reply model is the real client on the
+    # real server; the hippocampus is a quiet stand-in (this chat format is for chat).
+    role = {"provider": "openai", "base_url": tools_url, "model": ALIAS, "tools": True}
+    settings = app_settings(tmp_path / "data", chat=role)
+    quiet = FakeChatModel("quiet", default=[json.dumps({"facts": [], "emotion": "neutral"})])
+    services = build_services(
+        settings, command="test", hippocampus=quiet, embedder=BagOfWordsEmbedder(),
+        store=InMemoryVectorStore(),
+    )  # fmt: skip
+    sent: list[list[str]] = []
+    stream = services.engine.chat.stream
+
+    def spy(messages: Any, **kwargs: Any) -> Any:
+        sent.append([tool["function"]["name"] for tool in kwargs.get("tools") or ()])
+        return stream(messages, **kwargs)
+
+    services.engine.chat.stream = spy  # type: ignore[method-assign]
+    try:
+        request = TurnRequest(user_id="u1", text="Do you remember what I told you about my dog?")
+        async with services.engine.turn(request) as turn:
+            streamed = [piece async for piece in turn.stream()]
+        await services.engine.drain()
+    finally:
+        await services.aclose()
+    # The tools were sent, the server took them (no error, nothing dropped), and the turn
+    # ended in a reply: in text, or after the model called a tool and read its result.
+    assert sent and sent[0] == ["memory_recall", "memory_store"]
+    assert isinstance(services.chat, OpenAICompatChatModel) and services.chat.supports_tools
+    assert turn.status == "complete" and "".join(streamed).strip()
