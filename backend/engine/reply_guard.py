@@ -364,6 +364,18 @@ def _copied_run(reply: Sequence[str], message: Sequence[str]) -> int:
     return max((_run(reply, i, message, j) for i in starts for j in range(len(message))), default=0)
 
 
+def _copying(reply: Sequence[str], message: Sequence[str]) -> bool:
+    """The reply, from one of its first three tokens to its last, is a run of the message
+    (of two words, or one CJK character): an echo may be under way (the 1.5B's "哈哈，"
+    and then "周末本来想去爬山，结果一觉睡到中午", the message, word for word)."""
+    return any(
+        _run(reply, i, message, j) == len(reply) - i
+        and (len(reply) - i >= 2 or _is_cjk(reply[i]))  # one shared word is no echo yet
+        for i in range(min(3, len(reply)))
+        for j in range(len(message))
+    )
+
+
 def is_helpdesk_sentence(sentence: str) -> bool:
     flat = _normal(sentence).lstrip("\"'([")
     return flat.startswith(_HELPDESK_STARTS)
@@ -471,7 +483,7 @@ class ReplyGuard:
             for message in self._message:
                 if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
                     return self._reject("echo", text)
-            copying = any(_copied_run(tokens, m) == len(tokens) for m in self._message)
+            copying = any(_copying(tokens, m) for m in self._message)
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
@@ -533,7 +545,7 @@ class ReplyGuard:
             or _may_become_helpdesk(said[-1])
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
             or any(_starts_with(m, tokens[-len(tokens) :]) for m in self._message)
-            or any(_copied_run(tokens, m) == len(tokens) for m in self._message)
+            or any(_copying(tokens, m) for m in self._message)
         )
         return not undecided
 

@@ -552,7 +552,8 @@ def test_replies_that_answer_are_shown_whole(message: str, reply: str, earlier: 
 def test_a_greeting_is_held_only_while_it_is_all_the_reply_says() -> None:
     guard = ReplyGuard("hey, I'm Priya. long day.")
     assert guard.feed("Hi") == "" and guard.feed(" Priya") == "" and guard.feed("!") == ""
-    assert guard.feed(" Long") == "Hi Priya! Long"
+    # "Priya. long" is the message's: held while the reply may be saying it back.
+    assert guard.feed(" Long") == "" and guard.feed(" shift") == "Hi Priya! Long shift"
 
 
 def test_a_chinese_session_with_ai_in_it_is_not_taken_for_a_bilingual_one() -> None:
@@ -632,3 +633,14 @@ def test_a_sentence_that_turns_round_what_they_said_is_left_out() -> None:
     _, rejected = run(ReplyGuard(message), "Your cat Saffron really loves the rain, right?")
     assert rejected is not None and rejected.reason == "flip"
     assert "like or dislike" in rejected.hint
+
+
+def test_an_echo_after_an_interjection_is_caught() -> None:
+    # Seen with Qwen2.5-Coder-1.5B (bench.reply_quality's messages): the opening was
+    # released after "哈哈，周" and the message followed word for word.
+    message = "周末本来想去爬山，结果一觉睡到中午哈哈"
+    reply = "哈哈，周末本来想去爬山，结果一觉睡到中午。看来你还是挺能耐的！"
+    _, rejected = run(ReplyGuard(message), reply)
+    assert rejected is not None and rejected.reason == "echo"
+    fine = "哈哈，睡懒觉也是一种休息嘛！下次早点出发？"
+    assert run(ReplyGuard(message), fine) == (fine, None)
