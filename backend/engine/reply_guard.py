@@ -483,7 +483,9 @@ class ReplyGuard:
             for message in self._message:
                 if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
                     return self._reject("echo", text)
-            copying = any(_copying(tokens, m) for m in self._message)
+            copying = any(
+                _copied_run(tokens, m) == len(tokens) or _copying(tokens, m) for m in self._message
+            )
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
