@@ -190,11 +190,20 @@ def test_the_judge_reports_whatever_junk_the_gate_lets_through(
         if row["superseded_by"] is None
     }
     assert int(numbers["memories"]) == len(stored)
+    # The real facts are written: without them a gate that dropped everything would leave
+    # every junk check below with nothing to look at, and pass.
+    assert DOG["content"] in stored and LISBON["content"] in stored, sorted(stored)
 
     def section(title: str) -> str:
         return out.split(f"\n{title} (", 1)[1].split("\n\n", 1)[0]
 
     junk, subject = section("Junk"), section("Subject errors")
+    decisions = section("Gate decisions other than a plain write")
+    restated = "The user's beagle Biscuit is three years old."
+    # Every junk candidate is accounted for: written, and then the judge lists it, or kept
+    # out, and then the gate's decisions list it with a reason. None goes unreported.
+    for content in (greeting["content"], echo["content"], persona["content"], restated):
+        assert content in stored or repr(content) in decisions, content
     expected_junk = expected_subject = 0
     if "Hello there!" in stored:
         expected_junk += 1
@@ -208,8 +217,7 @@ def test_the_judge_reports_whatever_junk_the_gate_lets_through(
         assert "filed as persona but the user said it" in subject
     assert int(numbers["junk"]) == expected_junk
     assert int(numbers["subject_errors"]) == expected_subject
-    restated = "The user's beagle Biscuit is three years old."
-    if restated in stored and DOG["content"] in stored:
+    if restated in stored:
         assert int(numbers["duplicates"]) >= 1
         assert restated in section("Duplicates")
 
