@@ -32,6 +32,23 @@ Each entity lists the ids of the memories that mention it.
 
 The table is read from the memories each time it is needed (pure; no I/O), so it needs no
 migration and follows every edit, deletion, export and import of the memories themselves.
+
+**The user's edits** (``EntityEdit``, stored per (user, persona) by the session store) are
+laid over the derived table: ``entity_table(memories, edits)``. Each edit names a derived
+entity by its ``key`` (a name, casefolded; ``~relation`` for one known only by relation),
+which stays its key whatever the user renames it to. An edit may:
+
+- fold other entities into it (``merged``: "Tommy" into "Tom", "~grandma" into "Nainai"):
+  their memories become its memories and their names its ``aliases``;
+- give it names (``name``: the one shown; ``aliases``: others): a memory that says one of
+  them is about it too ("奶奶" as an alias of Nainai reaches "奶奶每年秋天做月饼");
+- set its ``relation`` or ``kind``;
+- hide it (``deleted``): it leaves the table, so recall no longer reaches anyone through it
+  and notes no longer introduce it (the web layer forgets its memories first:
+  ``forgotten_with``).
+
+``merge_edits`` and ``edit_entity`` compute the new edits of a merge or an edit; the
+caller stores what they return.
 """
 
 from __future__ import annotations
@@ -127,6 +144,18 @@ class Entity:
     kind: Kind
     described_as: list[str] = field(default_factory=list)  # words used, first first
     memory_ids: list[str] = field(default_factory=list)
+    # Its key in the derived table (``entity_key``); edits name it by this, renamed or not.
+    key: str = ""
+    aliases: list[str] = field(default_factory=list)  # other names: merged ones, the user's
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = entity_key(self.name, self.relation)
+
+    @property
+    def names(self) -> list[str]:
+        """Every name it goes by: the one shown first, then its aliases."""
+        return [*([self.name] if self.name else []), *self.aliases]
 
     @property
     def label(self) -> str:
@@ -142,7 +171,62 @@ class Entity:
             "kind": self.kind,
             "described_as": list(self.described_as),
             "memory_ids": list(self.memory_ids),
+            "key": self.key,
+            "aliases": list(self.aliases),
         }
+
+
+def entity_key(name: str | None, relation: str) -> str:
+    """The key of a derived entity: its name casefolded, or ``~relation`` without one."""
+    return name.casefold() if name else f"~{relation}"
+
+
+MAX_NAME = 60  # characters of a name or alias the user gives
+
+
+@dataclass(frozen=True, slots=True)
+class EntityEdit:
+    """The user's edit of one entity of the derived table (module docstring)."""
+
+    key: str  # the entity it edits (``entity_key``)
+    name: str | None = None  # the name shown instead of the derived one
+    relation: str | None = None  # canonical, or any word the user chose
+    kind: Kind | None = None
+    aliases: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()  # keys of the entities folded into it
+    deleted: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "relation": self.relation,
+            "kind": self.kind,
+            "aliases": list(self.aliases),
+            "merged": list(self.merged),
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> EntityEdit:
+        kind = data.get("kind")
+        return cls(
+            key=str(data["key"]),
+            name=_opt_str(data.get("name")),
+            relation=_opt_str(data.get("relation")),
+            kind="pet" if kind == "pet" else "person" if kind == "person" else None,
+            aliases=tuple(str(a) for a in _list(data.get("aliases"))),
+            merged=tuple(str(k) for k in _list(data.get("merged"))),
+            deleted=bool(data.get("deleted", False)),
+        )
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else []
 
 
 def _name(raw: str | None) -> str | None:
@@ -182,37 +266,164 @@ def mentions(content: str) -> list[Mention]:
     return out
 
 
-def entity_table(memories: Iterable[Memory]) -> list[Entity]:
-    """The people and pets the memories name, most mentioned first (module docstring)."""
+def entity_table(memories: Iterable[Memory], edits: Sequence[EntityEdit] = ()) -> list[Entity]:
+    """The people and pets the memories name, most mentioned first, with the user's
+    ``edits`` laid over them (module docstring)."""
+    memories = sorted(memories, key=lambda m: (m.created_at, m.id))
+    by_key = {edit.key: edit for edit in edits}
+    owner = _owners(edits)
     named: dict[str, Entity] = {}
     unnamed: list[tuple[str, Mention]] = []
     # Oldest first, whatever order they come in: the first words said of someone lead.
-    for memory in sorted(memories, key=lambda m: (m.created_at, m.id)):
+    for memory in memories:
         for mention in mentions(memory.content):
             if mention.name is None:
                 unnamed.append((memory.id, mention))
                 continue
+            key = entity_key(mention.name, mention.relation)
             entity = named.setdefault(
-                mention.name.lower(),
-                Entity(mention.name, mention.relation, _kind(mention.relation)),
+                key, Entity(mention.name, mention.relation, _kind(mention.relation))
             )
             _add(entity, memory.id, mention.said)
+    table: dict[str, Entity] = {}
+    for key, entity in named.items():  # merged entities fold into the one they joined
+        _fold(table, owner.get(key, key), entity)
+    for key, entity in table.items():
+        if key in by_key:
+            _apply(entity, by_key[key])
     by_relation: dict[str, list[Entity]] = {}
-    for entity in named.values():
-        by_relation.setdefault(entity.relation, []).append(entity)
-    alone: dict[str, Entity] = {}
+    for entity in table.values():
+        if entity.name:
+            by_relation.setdefault(entity.relation, []).append(entity)
     for memory_id, mention in unnamed:
+        key = entity_key(None, mention.relation)
+        target = owner.get(key, key)
         owners = by_relation.get(mention.relation, [])
-        if len(owners) == 1:
-            _add(owners[0], memory_id, mention.said)
-        else:
-            entity = alone.setdefault(
-                mention.relation, Entity(None, mention.relation, _kind(mention.relation))
-            )
-            _add(entity, memory_id, mention.said)
-    table = [*named.values(), *alone.values()]
-    table.sort(key=lambda e: (-len(e.memory_ids), e.name is None, e.name or e.relation))
-    return table
+        if target == key and key not in by_key and len(owners) == 1:
+            _add(owners[0], memory_id, mention.said)  # "the user's sister" is Xiaoyu
+            continue
+        if target not in table:
+            table[target] = Entity(None, mention.relation, _kind(mention.relation), key=target)
+            if target in by_key:
+                _apply(table[target], by_key[target])
+        _add(table[target], memory_id, mention.said)
+    for key, entity in table.items():  # the names the user gave reach the memories saying them
+        edit = by_key.get(key)
+        given = [] if edit is None else [*edit.aliases, *([edit.name] if edit.name else [])]
+        for memory in memories:
+            if memory.id not in entity.memory_ids and any(
+                _name_in(memory.content, name) for name in given
+            ):
+                entity.memory_ids.append(memory.id)
+    shown = [
+        e for k, e in table.items() if not (k in by_key and by_key[k].deleted) and e.memory_ids
+    ]
+    shown.sort(key=lambda e: (-len(e.memory_ids), e.name is None, e.name or e.relation))
+    return shown
+
+
+def _owners(edits: Sequence[EntityEdit]) -> dict[str, str]:
+    """Each merged key → the key of the entity it was folded into (chains followed)."""
+    parent = {key: edit.key for edit in edits for key in edit.merged if key != edit.key}
+    owner: dict[str, str] = {}
+    for key in parent:
+        seen = {key}
+        target = parent[key]
+        while target in parent and target not in seen:  # a cycle stops where it closes
+            seen.add(target)
+            target = parent[target]
+        owner[key] = target
+    return owner
+
+
+def _fold(table: dict[str, Entity], key: str, entity: Entity) -> None:
+    into = table.get(key)
+    if into is None:
+        entity.key = key
+        table[key] = entity
+        return
+    for memory_id in entity.memory_ids:
+        if memory_id not in into.memory_ids:
+            into.memory_ids.append(memory_id)
+    for said in entity.described_as:
+        if said not in into.described_as:
+            into.described_as.append(said)
+    if entity.name:
+        into.aliases.append(entity.name)
+    if into.name is None:  # a name joins one known only by relation ("~grandma")
+        into.name = entity.name
+
+
+def _apply(entity: Entity, edit: EntityEdit) -> None:
+    names = [*([entity.name] if entity.name else []), *entity.aliases, *edit.aliases]
+    if edit.name:
+        entity.name = edit.name
+    if edit.relation:
+        entity.relation = CANONICAL.get(edit.relation.lower(), edit.relation)
+        entity.kind = _kind(entity.relation)
+    if edit.kind:
+        entity.kind = edit.kind
+    shown = (entity.name or "").casefold()
+    aliases: list[str] = []
+    for name in names:
+        if name.casefold() != shown and name.casefold() not in {a.casefold() for a in aliases}:
+            aliases.append(name)
+    entity.aliases = aliases
+
+
+def find_entity(table: Sequence[Entity], key: str) -> Entity | None:
+    """The entity of ``key``, or the one that goes by ``key`` as a name (casefolded)."""
+    wanted = key.casefold()
+    for entity in table:
+        if entity.key == key:
+            return entity
+    for entity in table:
+        if wanted in {name.casefold() for name in entity.names}:
+            return entity
+    return None
+
+
+def merge_edits(
+    edits: Sequence[EntityEdit], table: Sequence[Entity], into: str, others: Sequence[str]
+) -> list[EntityEdit]:
+    """The edits once the entities ``others`` are folded into ``into`` (keys of ``table``):
+    their names become its aliases, and their own edits are folded into its edit."""
+    by_key = {edit.key: edit for edit in edits}
+    target = by_key.get(into, EntityEdit(into))
+    merged = list(target.merged)
+    aliases = list(target.aliases)
+    for key in others:
+        if key == into:
+            continue
+        gone = by_key.pop(key, EntityEdit(key))
+        merged += [k for k in (key, *gone.merged) if k not in merged and k != into]
+        entity = find_entity(table, key)
+        for name in [*gone.aliases, *([gone.name] if gone.name else [])] + (
+            entity.names if entity else []
+        ):
+            if name.casefold() not in {a.casefold() for a in aliases}:
+                aliases.append(name)
+    by_key[into] = EntityEdit(
+        into, target.name, target.relation, target.kind, tuple(aliases), tuple(merged),
+        target.deleted,
+    )  # fmt: skip
+    return list(by_key.values())
+
+
+def edit_entity(edits: Sequence[EntityEdit], key: str, **changes: object) -> list[EntityEdit]:
+    """The edits with ``changes`` (``name``, ``relation``, ``kind``, ``aliases``,
+    ``deleted``) made to the edit of ``key``."""
+    by_key = {edit.key: edit for edit in edits}
+    data = by_key.get(key, EntityEdit(key)).to_dict()
+    data.update(changes)
+    by_key[key] = EntityEdit.from_dict(data)
+    return list(by_key.values())
+
+
+def forgotten_with(entity: Entity, table: Sequence[Entity]) -> list[str]:
+    """The ids of the memories about ``entity`` alone: those no other entity claims."""
+    others = {i for e in table if e.key != entity.key for i in e.memory_ids}
+    return [i for i in entity.memory_ids if i not in others]
 
 
 def _kind(relation: str) -> Kind:
@@ -241,9 +452,10 @@ def surface_words(relations: Iterable[str]) -> list[str]:
 
 
 def names_for(relations: Iterable[str], table: Sequence[Entity]) -> list[str]:
-    """The names of the entities of ``relations`` ("sister" → ["Xiaoyu"])."""
+    """The names of the entities of ``relations``, aliases too ("sister" → ["Xiaoyu"];
+    "grandma" → ["Nainai", "奶奶"])."""
     wanted = set(relations)
-    return [e.name for e in table if e.name and e.relation in wanted]
+    return [name for e in table if e.relation in wanted for name in e.names]
 
 
 def about(memory: Memory, table: Sequence[Entity]) -> list[Entity]:
@@ -260,13 +472,16 @@ def introduce(content: str, table: Sequence[Entity]) -> str:
     for entity in table:
         if not entity.name:
             continue
-        words = [*surface_words({entity.relation}), *entity.described_as]
+        # The words of its relation (as the user may have changed it: "friend" → "grandma").
+        own = [w for w in entity.described_as if CANONICAL.get(w) == entity.relation]
+        words = [*surface_words({entity.relation}), *own, entity.relation]
         if any(_says(content, word) for word in words):
             continue
-        match = _name_in(content, entity.name)
-        if match is None:
+        found = [m for m in (_name_in(content, name) for name in entity.names) if m]
+        if not found:
             continue
-        said = entity.described_as[0] if entity.described_as else entity.relation
+        match = min(found, key=lambda m: m.start())
+        said = own[0] if own else entity.relation
         if said.isascii():
             lead = "the user's" if match.start() else "The user's"
             intro = f"{lead} {said} "
