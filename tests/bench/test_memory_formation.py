@@ -328,7 +328,7 @@ def test_bad_input_exits_2(
     bad_role = tmp_path / "bad_role.json"
     bad_role.write_text(json.dumps([[{"role": "system", "content": "x"}]]), encoding="utf-8")
     assert memory_formation.main(["--script", str(bad_role)]) == 2
-    assert "session 0, turn 0: 'role'" in capsys.readouterr().err
+    assert "session 1, turn 1: 'role'" in capsys.readouterr().err  # counted from 1
     # An oracle written for another script is refused before anything runs.
     wrong = tmp_path / "wrong_oracle.json"
     wrong.write_text(
