@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -58,11 +59,24 @@ async def test_each_local_model_reads_what_its_turns_share(tmp_path: Path) -> No
     rig.sessions.close()
 
 
-async def test_a_model_that_cannot_warm_up_is_left_for_its_first_turn(tmp_path: Path) -> None:
+async def test_a_model_that_cannot_warm_up_is_left_for_its_first_turn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     rig = make_rig(tmp_path)
-    rig.engine.chat = CachingModel("chat", fail=True)
-    await warm_up(rig.engine)  # logged, not raised; the remote-like fake is not touched
-    assert not isinstance(rig.engine.hippocampus, PromptCache)
+    chat, hippocampus = CachingModel("chat", fail=True), CachingModel("hippocampus")
+    rig.engine.chat, rig.engine.hippocampus = chat, hippocampus
+    with caplog.at_level(logging.WARNING, logger="backend.engine.warm_up"):
+        await warm_up(rig.engine)  # logged, not raised
+    assert "chat model did not warm up: no model file" in caplog.text
+    assert not chat.primed and hippocampus.primed  # the next model still warms up
+    # The model stays the engine's: its first turn is the one that loads it, and answers.
+    assert rig.engine.chat is chat
+    chat.enqueue(["Fine, thanks!"])
+    hippocampus.enqueue(['{"facts": [], "emotion": "neutral"}'])
+    turn, report = await rig.engine.run(TurnRequest(user_id="u1", text="How are you?"))
+    assert turn.reply == "Fine, thanks!" and report["reply"]["status"] == "complete"
+    assert [call.messages[-1]["content"] for call in chat.calls] == ["How are you?"]
+    await rig.engine.drain()
     rig.sessions.close()
 
 
