@@ -108,13 +108,27 @@ _V4 = (
     "(SELECT MAX(seq) FROM messages WHERE messages.session_id = sessions.id), 0)",
 )
 
+# Version 5: the user's edits of the people and pets of their life, over the table
+# derived from the memories (backend.sessions.entity_edits); a JSON list per namespace.
+# Nothing to carry over: without a row the derived table is shown as it is.
+_V5 = (
+    """CREATE TABLE entity_edits (
+        user_id TEXT NOT NULL,
+        persona_id TEXT NOT NULL,
+        edits TEXT NOT NULL DEFAULT '[]',
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (user_id, persona_id)
+    )""",
+)
+
 _MIGRATIONS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3, _V4),
+    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3, _V4, _V5),
     "postgresql": (
         _POSTGRES_V1,
         tuple(s.format(real="DOUBLE PRECISION") for s in _V2),
         _V3,
         _V4,
+        _V5,
     ),
 }
 SCHEMA_VERSION = len(_MIGRATIONS["sqlite"])

@@ -14,7 +14,8 @@ open. ``locks`` are the per-session locks that order turns across processes
 
 This module holds the store's lifecycle and the ``sessions`` rows themselves; the
 transcript's operations are in ``backend.sessions.transcript`` and the derived state and
-turn reports in ``backend.sessions.derived_state``, both mixed into ``SessionStore``.
+turn reports in ``backend.sessions.derived_state``, and the user's entity edits in
+``backend.sessions.entity_edits``, all mixed into ``SessionStore``.
 
 Failure policy: a database that cannot be opened, or whose schema is newer than this
 code, raises at start (``SessionStoreError``). Calls about a session that does not exist
@@ -38,6 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.clock import Clock
 from backend.sessions.db import SessionDatabase, SessionStoreError
 from backend.sessions.derived_state import SessionDerivedState
+from backend.sessions.entity_edits import SessionEntityEdits
 from backend.sessions.locks import SessionLocks, session_locks
 from backend.sessions.records import (
     INTERRUPTED,
@@ -73,8 +75,9 @@ __all__ = [
 ]
 
 
-class SessionStore(SessionTranscripts, SessionDerivedState):
-    """Sessions, transcripts, derived state and turn reports in one database.
+class SessionStore(SessionTranscripts, SessionDerivedState, SessionEntityEdits):
+    """Sessions, transcripts, derived state, turn reports and entity edits in one
+    database.
 
     ``target``: a SQLite file path (``":memory:"`` for tests) or a PostgreSQL URL
     (``postgresql://user:pass@host:5432/db``). Use as a context manager or call

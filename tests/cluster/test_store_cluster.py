@@ -176,7 +176,7 @@ def test_a_version_1_sqlite_database_upgrades_in_place(tmp_path: Path) -> None:
     old.commit()
     old.close()
     with SessionStore(path, clock()) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == 5
         assert store.load_state("s1").background == "kept"
         assert store.load_state("s1").missed == ()  # version 3's column, defaulted
         # Version 4: what existed was merged (its turns are not waiting for a merge).
@@ -185,6 +185,7 @@ def test_a_version_1_sqlite_database_upgrades_in_place(tmp_path: Path) -> None:
         assert store.append_message("s1", "assistant", "hi again").seq == 2
         assert store.turn_reports("s1")[0].report == {"ok": True}
         assert claim_job(store.db, "maintenance", "me", 60)  # the new tables exist
+        assert store.entity_edits("alice", "companion") == []  # version 5's, empty
 
 
 def test_a_newer_postgres_schema_is_refused(postgres_url: str) -> None:

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from backend.clock import FixedClock
+from backend.memory.entities import EntityEdit
 from backend.sessions.store import (
     INTERRUPTED,
     SCHEMA_VERSION,
@@ -334,3 +336,60 @@ def test_unread_turns_of_other_sessions_are_taken_once(
     # Changed since it was read: not taken.
     store.save_state("tutor", "", [], None, [*missed, {"role": "user", "text": "and more"}])
     assert not store.take_missed("tutor", missed)
+
+
+def test_entity_edits_round_trip_per_namespace(store: SessionStore) -> None:
+    assert store.entity_edits("alice", "companion") == []
+    tom = EntityEdit("tom", name="Tom", aliases=("Tommy", "汤姆"), merged=("tommy",))
+    stored = store.change_entity_edits("alice", "companion", lambda edits: [*edits, tom])
+    assert stored == [tom] == store.entity_edits("alice", "companion")
+    store.change_entity_edits(
+        "alice", "companion", lambda edits: [*edits, EntityEdit("pixel", deleted=True)]
+    )
+    assert [e.key for e in store.entity_edits("alice", "companion")] == ["tom", "pixel"]
+    assert store.entity_edits("alice", "other") == store.entity_edits("bob", "companion") == []
+
+    def fails(edits: list[EntityEdit]) -> list[EntityEdit]:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError):
+        store.change_entity_edits("alice", "companion", fails)
+    assert len(store.entity_edits("alice", "companion")) == 2  # nothing half-stored
+    store.clear_entity_edits("alice", "companion")
+    assert store.entity_edits("alice", "companion") == []
+
+
+def test_concurrent_entity_edits_are_not_lost(store: SessionStore) -> None:
+    def add(n: int) -> None:
+        store.change_entity_edits("alice", "companion", lambda e: [*e, EntityEdit(f"k{n}")])
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {e.key for e in store.entity_edits("alice", "companion")} == {f"k{n}" for n in range(8)}
+
+
+def test_a_version_4_store_migrates_to_entity_edits_without_loss(
+    target: str, clock: FixedClock
+) -> None:
+    with SessionStore(target, clock) as store:  # made at version 4: no entity_edits yet
+        with store.db.write() as db:
+            db.execute(text("DROP TABLE entity_edits"))
+            if store.postgres:
+                db.execute(text("UPDATE schema_version SET version = 4"))
+            else:
+                db.execute(text("PRAGMA user_version = 4"))
+        store.create_session("alice", "companion", "Old chat", session_id="s1")
+        store.append_message("s1", "user", "My friend Tom plays the bass.")
+        store.save_state("s1", "kept", [{"role": "user", "content": "hi"}], None, merged_seq=1)
+        assert store.schema_version == 4
+    with SessionStore(target, clock) as store:
+        assert store.schema_version == SCHEMA_VERSION == 5
+        assert [m.content for m in store.transcript("s1")] == ["My friend Tom plays the bass."]
+        assert store.load_state("s1").background == "kept"
+        assert store.load_state("s1").merged_seq == 1
+        assert store.entity_edits("alice", "companion") == []
+        store.change_entity_edits("alice", "companion", lambda e: [EntityEdit("tom")])
+        assert store.entity_edits("alice", "companion") == [EntityEdit("tom")]
