@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from backend.engine.services import build_services
 from backend.engine.turn import Turn, TurnRequest
-from backend.sessions.store import StaleMerge
+from backend.llm.fake import FakeChatModel
+from backend.stores.in_memory import InMemoryVectorStore
+from tests.engine.wiring import fake_settings
+from tests.stores.fakes import BagOfWordsEmbedder
 
 from .conftest import Rig, make_rig
 
@@ -148,15 +152,54 @@ async def test_many_sessions_merge_every_turn_exactly_once(tmp_path: Path) -> No
     rig.sessions.close()
 
 
-async def test_a_stale_merge_never_lands(rig: Rig) -> None:
-    rig.hippocampus.enqueue([hippo("merged")])
+async def test_a_stale_merge_never_lands(rig: Rig, tmp_path: Path) -> None:
+    """Two merges of the same turn race: the one that saves second never lands.
+
+    The second process is a second ``build_services`` over the rig's session database.
+    In one test process their file locks do not exclude each other (POSIX record locks
+    are per process), which stands for a memory lock lost mid-merge (a dropped
+    PostgreSQL connection): only ``expected_seq`` is left to keep the merges apart."""
+    settings = fake_settings(
+        tmp_path / "b",
+        hippocampus={"timeout": 5.0},
+        memory={"short_term_token_budget": 300},
+        storage={"sessions_db": str(rig.services.settings.storage.sessions_db)},
+    )
+    other_chat, other_hippocampus = FakeChatModel("chat-b"), FakeChatModel("hippocampus-b")
+    other = build_services(
+        settings, clock=rig.clock, command="test", chat=other_chat,
+        hippocampus=other_hippocampus, embedder=BagOfWordsEmbedder(),
+        store=InMemoryVectorStore(),
+    )  # fmt: skip
+    held = asyncio.Event()
+    late = rig.hippocampus.enqueue([hippo("merged by A")], wait_for=held)
     rig.chat.enqueue(["one"])
-    turn = await reply(rig, "t1")
-    await turn.merged
-    session = turn.session.id
-    with pytest.raises(StaleMerge):
-        rig.sessions.save_state(session, "late", [], None, merged_seq=2, expected_seq=0)
-    assert rig.sessions.load_state(session).background == "merged"
+    turn1 = await reply(rig, "t1")
+    session = turn1.session.id
+    await late.started.wait()  # A's merge read the state at merged_seq 0 and waits
+    # B's turn in the same session: B's worker merges A's turn with its own and lands.
+    other_hippocampus.enqueue([hippo("merged by B")])
+    other_chat.enqueue(["two"])
+    request = TurnRequest(user_id="u1", text="t2", session_id=session)
+    async with other.engine.turn(request) as turn2:
+        async for _ in turn2.stream():
+            pass
+    assert turn2.merged is not None
+    landed = await turn2.merged
+    assert landed["hippocampus"]["turns"] == [turn1.turn_id, turn2.turn_id]
+    merged_by_b = rig.sessions.load_state(session)
+    assert merged_by_b.background == "merged by B"
+    assert merged_by_b.merged_seq == rig.sessions.transcript(session)[-1].seq
+    # A's merge finishes on the state it read: it must not land over B's.
+    held.set()
+    report = await turn1.merged
+    await rig.engine.drain()
+    assert rig.sessions.load_state(session) == merged_by_b
+    # A's turn is reported as B merged it.
+    assert report["hippocampus"]["model"] == "hippocampus-b"
+    await other.engine.drain()
+    other.close()
+    rig.sessions.close()
 
 
 async def test_turns_left_by_a_failed_round_are_merged_by_the_next(rig: Rig) -> None:
