@@ -408,6 +408,8 @@ def build_services(
             activation=activation,
             lexical=lexical,
             outbox=outbox,
+            # Recall reads the user's edits of the people and pets of their life.
+            entity_edits=lambda ns: sessions.entity_edits(ns.user_id, ns.persona_id),
             **ids,
         )
         # One model instance per role (each keeps its own prompt cache); two local ones

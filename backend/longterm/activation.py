@@ -14,7 +14,10 @@ A message that names someone of the user's life by relation ("how is my sister d
 also reaches the facts that name them only by name ("Xiaoyu's wedding moved to
 December"): the memories that say the relation give the entity table
 (``backend.memory.entities``) its names, the names' matches join the pool, and the names
-join the query the ranking reads (``through_entities``).
+join the query the ranking reads (``through_entities``). The user's edits of that table
+(merges, names, relations, deletions) are laid over it (``entity_edits``: where they are
+kept, the session store in the app), so "how's my grandma?" also reaches the facts of the
+names merged into her.
 
 Failure policy: activation never raises for runtime trouble: an unreachable store yields
 an empty activation with ``degraded`` set (the turn answers without recalled memories);
@@ -26,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -37,6 +40,7 @@ from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
 from backend.memory.entities import (
     Entity,
+    EntityEdit,
     asked_relations,
     entity_table,
     names_for,
@@ -53,6 +57,8 @@ log = logging.getLogger(__name__)
 
 # A query embedding in flight: (vector or None, embedding ms, perf_counter when done).
 QueryEmbedding = Future[tuple[np.ndarray | None, float, float]]
+# The user's edits of a namespace's entity table (backend.sessions.entity_edits).
+EntityEdits = Callable[[Namespace], Sequence[EntityEdit]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +78,18 @@ class Activation:
         return [item.memory for item in self.retrieval.items]
 
 
+def _edited_names(edit: EntityEdit) -> list[str]:
+    named = [] if edit.key.startswith("~") else [edit.key]
+    return [*named, *([edit.name] if edit.name else []), *edit.aliases]
+
+
 class ActivationRetriever:
     """Activation over one store (already mirrored into ``lexical`` when one is kept).
 
     ``policy`` may be replaced after construction (``LongTermMemory.activation``);
     ``executor``: the threads the overlapping lookups run in (default: four, started on
     first use, so that concurrent turns do not queue behind each other).
+    ``entity_edits``: the user's edits of a namespace's entity table (none without it).
     """
 
     def __init__(
@@ -89,8 +101,10 @@ class ActivationRetriever:
         *,
         lexical: LexicalIndex | None = None,
         executor: ThreadPoolExecutor | None = None,
+        entity_edits: EntityEdits | None = None,
     ) -> None:
         self.store = store
+        self.entity_edits = entity_edits
         self.embedder = embedder
         self.clock = clock
         self.policy = policy
@@ -208,8 +222,23 @@ class ActivationRetriever:
             )
         return found
 
+    def edits(self, ns: Namespace) -> Sequence[EntityEdit]:
+        """The user's entity edits of ``ns``; none when they cannot be read (logged): a
+        turn recalls by the derived table rather than fail."""
+        if self.entity_edits is None:
+            return ()
+        try:
+            return self.entity_edits(ns)
+        except Exception as exc:  # the session database's trouble, whatever its driver
+            log.warning("entity edits of %s unreadable, recalling without them: %s", ns.key, exc)
+            return ()
+
     def through_entities(
-        self, ns: Namespace, query_text: str, pool: list[Memory]
+        self,
+        ns: Namespace,
+        query_text: str,
+        pool: list[Memory],
+        edits: Sequence[EntityEdit] = (),
     ) -> tuple[list[Memory], str]:
         """The pool and the query, widened to the entities the message names by relation
         (module docstring); unchanged when it names none, or none has a name."""
@@ -217,7 +246,12 @@ class ActivationRetriever:
         if not asked:
             return pool, query_text
         saying = self.text_matches(ns, surface_words(asked))
-        table = entity_table([*pool, *saying])
+        # The entities the user edited may be reached by no relation word (one made "the
+        # user's grandma" by hand, an alias "奶奶"): their names are looked up too.
+        given = {n for e in edits if not e.deleted for n in _edited_names(e)}
+        if given:
+            saying += self.text_matches(ns, sorted(given))
+        table = entity_table([*pool, *saying], edits)
         flat = query_text.lower()
         names = [name for name in names_for(asked, table) if name.lower() not in flat]
         if not names:
@@ -263,7 +297,8 @@ class ActivationRetriever:
                     query_vector, embed_ms, embedded_at = embedding.result()
                     waited_ms = max(0.0, (embedded_at - started) * 1e3)
             pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
-            pool, query_text = self.through_entities(ns, query_text, pool)
+            edits = self.edits(ns)
+            pool, query_text = self.through_entities(ns, query_text, pool, edits)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(
@@ -288,7 +323,7 @@ class ActivationRetriever:
         search_ms = max(0.0, (done - started) * 1e3 - waited_ms)
         return Activation(
             result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded,
-            entities=tuple(entity_table(pool)),
+            entities=tuple(entity_table(pool, edits)),
         )  # fmt: skip
 
     def start_query_embedding(self, text: str) -> QueryEmbedding | None:

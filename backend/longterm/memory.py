@@ -40,7 +40,12 @@ import numpy as np
 
 from backend.clock import Clock
 from backend.embeddings.port import Embedder
-from backend.longterm.activation import Activation, ActivationRetriever, QueryEmbedding
+from backend.longterm.activation import (
+    Activation,
+    ActivationRetriever,
+    EntityEdits,
+    QueryEmbedding,
+)
 from backend.longterm.editing import MemoryEditor
 from backend.longterm.embedding import TolerantEmbedder
 from backend.longterm.gated_write import GatedWriter, WriteInterrupted, WriteOutcome
@@ -91,6 +96,7 @@ class LongTermMemory:
         id_factory: Callable[[], str] = _new_id,
         lexical: LexicalIndex | None = None,
         outbox: WriteOutbox | None = None,
+        entity_edits: EntityEdits | None = None,
     ) -> None:
         if lexical is None and activation.lexical_pool > 0:
             lexical = InMemoryLexicalIndex()
@@ -102,7 +108,7 @@ class LongTermMemory:
         locks = NamespaceLocks()
         self._vectors = vectors
         self._retriever = ActivationRetriever(
-            self._store, vectors, clock, activation, lexical=lexical
+            self._store, vectors, clock, activation, lexical=lexical, entity_edits=entity_edits
         )
         self._writer = GatedWriter(
             self._store, vectors, clock, locks, gate_policy,
@@ -156,6 +162,16 @@ class LongTermMemory:
     @gate_policy.setter
     def gate_policy(self, policy: GatePolicy) -> None:
         self._writer.policy = policy
+
+    @property
+    def entity_edits(self) -> EntityEdits | None:
+        """Where activation reads the user's edits of a namespace's entity table (the
+        session store in the app); ``None``: the derived table as it is."""
+        return self._retriever.entity_edits
+
+    @entity_edits.setter
+    def entity_edits(self, source: EntityEdits | None) -> None:
+        self._retriever.entity_edits = source
 
     @property
     def outbox(self) -> WriteOutbox | None:

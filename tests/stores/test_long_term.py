@@ -11,6 +11,7 @@ import pytest
 from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.longterm.memory import LongTermMemory
+from backend.memory.entities import EntityEdit, edit_entity
 from backend.memory.hybrid import lexical_tokens
 from backend.memory.types import Candidate, Emotion, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
@@ -351,3 +352,41 @@ def test_a_relation_in_the_message_reaches_the_facts_of_its_entity(lexical_pool:
     assert wedding in recalled
     # The same message without the relation does not reach it.
     assert wedding not in [m.content for m in ltm.activate(NS, "how is she doing?").memories]
+
+
+@pytest.mark.parametrize("lexical_pool", [50, 0])
+def test_recall_through_entities_reads_the_users_edits(lexical_pool: int) -> None:
+    edits: list[EntityEdit] = []
+    ltm = _hybrid(pool=1, lexical_pool=lexical_pool)
+    ltm.entity_edits = lambda ns: edits if ns == NS else []
+    ltm.write(NS, [fact("The user's friend Nainai grows tomatoes", importance=0.6)])
+    ltm.write(NS, [fact("Nainai makes mooncakes every autumn", importance=0.6)])
+    ltm.write(NS, [fact("Lao Lao sings opera on Sundays", importance=0.6)])
+    ltm.write(NS, [fact("The user likes morning walks in the park", importance=0.6)])
+
+    def recalled(query: str) -> list[str]:
+        return [m.content for m in ltm.activate(NS, query).memories]
+
+    assert "Nainai makes mooncakes every autumn" not in recalled("how's my grandma?")
+    # The user says Nainai is their grandma, also called Lao Lao.
+    edits[:] = edit_entity([], "nainai", relation="grandma", aliases=["Lao Lao"])
+    found = recalled("how's my grandma?")
+    assert "Nainai makes mooncakes every autumn" in found
+    assert "Lao Lao sings opera on Sundays" in found
+    assert [e.name for e in ltm.activate(NS, "how's my grandma?").entities] == ["Nainai"]
+    # Deleted: no one is reached through her any more.
+    edits[:] = edit_entity(edits, "nainai", deleted=True)
+    assert "Nainai makes mooncakes every autumn" not in recalled("how's my grandma?")
+
+
+def test_unreadable_entity_edits_cost_recall_nothing_else() -> None:
+    ltm = _hybrid(pool=1)
+
+    def broken(ns: Namespace) -> list[EntityEdit]:
+        raise RuntimeError("session database down")
+
+    ltm.entity_edits = broken
+    ltm.write(NS, [fact("The user's older sister Xiaoyu lives in Chengdu", importance=0.6)])
+    ltm.write(NS, [fact("Xiaoyu moved the wedding to December", importance=0.6)])
+    activation = ltm.activate(NS, "how is my sister doing?")
+    assert "Xiaoyu moved the wedding to December" in [m.content for m in activation.memories]
