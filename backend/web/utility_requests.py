@@ -9,7 +9,7 @@ no I/O, no web framework.
 
 Known shapes (request shapes only; see tests/web/clients/README.md for the fixtures):
 
-Open WebUI 0.12.4 (wheel ``open_webui-0.12.4``):
+Open WebUI 0.12.4 (wheel ``open_webui-0.12.4``; the task prompts read back to 0.4.8):
   * Each background task sends ``messages=[{"role": "user", "content": <rendered template>}]``,
     ``stream: false`` (routers/tasks.py:188-199 title, 255-266 follow-ups, 320-331 tags,
     379-390 image prompt, 456-467 queries, 532-543 autocomplete, 587-598 emoji, 642-651 MoA).
@@ -22,12 +22,21 @@ Open WebUI 0.12.4 (wheel ``open_webui-0.12.4``):
     A connection's custom headers may use ``{{TASK}}`` (utils/headers.py:147), which expands to
     the task name (constants.py:141-149) for tasks and to ``""`` for chat turns — so an admin can
     set the connection header ``X-Limbic-Stateless: {{TASK}}``; that value is understood here.
-  * Default templates (config.py): title 2279, tags 2304, image prompt 2324, follow-ups 2347,
-    queries (web search and RAG retrieval both) 2380, autocomplete 2411, emoji 2528, MoA 2532.
-    Chat history is embedded as ``ROLE: content`` lines (utils/misc.py:221-222) inside
-    ``<chat_history>``; a template is recognised only when its opening ``### Task:`` line, its
-    task sentence, its JSON output key and its history block are all present, in template order.
-    Admin-customised templates are not recognised (use the header).
+  * The default templates' sentences change between releases (the title alone: "Create a
+    concise, 3-5 word title with an emoji as a title for the chat history" in 0.4, "Generate a
+    concise, 3-5 word title with an emoji summarizing the chat history." from 0.5, "Generate a
+    concise title summarizing the chat history." in 0.12), so a task is recognised by its
+    frame: a ``### Task:`` heading opening the message, a further ``###`` section, and a
+    ``<chat_history>`` block of ``ROLE: content`` lines (utils/misc.py:221-222) after the
+    instructions; or (0.4's title) plain instructions closed by that block. The first JSON key
+    the instructions ask for (``title``, ``tags``, ``follow_ups``, ``queries``, ``text``,
+    ``prompt``) names the task, else a word of the first sentence, else ``openwebui:task``.
+    The emoji task is an instruction about an emoji then ``Message:`` and a fenced message
+    (``` since 0.5, triple double quotes in 0.4); MoA keeps its 0.4 sentences.
+    The RAG template is a ``### Task:`` frame too, put before the user's own message when
+    files are attached (utils/middleware.py:669-680), but it has ``<context>`` and no history
+    block: that stays a chat turn. Admin-customised templates without the frame are not
+    recognised (use the header).
 
 SillyTavern 1.12.6 (commit ba6f7b7a, Chat Completion source "Custom (OpenAI-compatible)"):
   * The generation ``type`` (``'quiet'``, ``'impersonate'``...) is never sent upstream: the server
@@ -52,6 +61,7 @@ Any client: header ``X-Limbic-Stateless: true`` (also ``1``/``yes``/``on``) → 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,94 +85,52 @@ _OWUI_TASK_NAMES: dict[str, str] = {
     "function_calling": "openwebui:function_calling",
 }
 
-# Markers of each DEFAULT_*_PROMPT_TEMPLATE (open_webui/config.py), in the order they appear in
-# the template. The first marker is the template's opening; all must be present, in order.
-_HISTORY = ("<chat_history>", "</chat_history>")
-_OWUI_TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "openwebui:title",  # config.py:2279-2300
-        (
-            "### Task:",
-            "Generate a concise title summarizing the chat history.",
-            '{ "title":',
-            "### Chat History:",
-            *_HISTORY,
-        ),
-    ),
-    (
-        "openwebui:tags",  # config.py:2304-2320
-        (
-            "### Task:",
-            "Generate 1-3 broad tags categorizing the main themes of the chat history",
-            '{ "tags":',
-            "### Chat History:",
-            *_HISTORY,
-        ),
-    ),
-    (
-        "openwebui:image_prompt",  # config.py:2324-2342
-        (
-            "### Task:",
-            "Generate a detailed prompt for am image generation task",
-            '"prompt":',
-            "### Chat History:",
-            *_HISTORY,
-        ),
-    ),
-    (
-        "openwebui:follow_ups",  # config.py:2347-2365
-        (
-            "### Task:",
-            "Predict 3-5 useful messages this user might naturally send next",
-            '{ "follow_ups":',
-            "### Chat History:",
-            *_HISTORY,
-        ),
-    ),
-    (
-        "openwebui:queries",  # config.py:2380-2402
-        (
-            "### Task:",
-            "Analyze the chat history to determine the necessity of generating search queries",
-            '{ "queries":',
-            "### Chat History:",
-            *_HISTORY,
-        ),
-    ),
-    (
-        "openwebui:autocomplete",  # config.py:2411-2451
-        (
-            "### Task:",
-            "You are an autocompletion system. Continue the text in `<text>`",
-            '`{ "text": "<your_completion>" }`',
-            "### Context:",
-            *_HISTORY,
-            "<type>",
-            "<text>",
-        ),
-    ),
-    (
-        "openwebui:emoji",  # config.py:2528-2530
-        (
-            "Your task is to reflect the speaker's likely facial expression through a "
-            "fitting emoji.",
-            "Message: ```",
-        ),
-    ),
-    (
-        "openwebui:moa",  # config.py:2532-2536
-        (
-            "You have been provided with a set of responses from various models to the latest "
-            "user query:",
-            "Your task is to synthesize these responses into a single, high-quality response.",
-            "Responses from models:",
-        ),
-    ),
+# Open WebUI's task prompts, recognised by their frame rather than by their sentences, which
+# change from release to release (tests/web/clients/README.md lists the releases read).
+_TASK_HEADING = "### Task:"
+_HISTORY_OPEN = "<chat_history>"
+_HISTORY_CLOSE = "</chat_history>"
+# A section heading after "### Task:": "### Guidelines:", "### **Instructions**:", ...
+_SECTION_HEADING = re.compile(r"^#{3,4} \S", re.MULTILINE)
+# The history block holds "ROLE: content" lines (role.upper(), utils/misc.py).
+_ROLE_LINE = re.compile(r"(?:SYSTEM|USER|ASSISTANT|TOOL|DEVELOPER): ")
+# The first JSON key the instructions ask for names the task.
+_OUTPUT_KEY = re.compile(r'\{\s*"(\w+)"\s*:')
+_OUTPUT_KEYS: dict[str, str] = {
+    "title": "openwebui:title",
+    "tags": "openwebui:tags",
+    "follow_ups": "openwebui:follow_ups",
+    "queries": "openwebui:queries",
+    "text": "openwebui:autocomplete",
+    "prompt": "openwebui:image_prompt",
+}
+# Without an output key (0.4's title template asks for plain text), a word of the first
+# sentence names it; a frame that names nothing known is still a task.
+_TASK_WORDS: tuple[tuple[str, str], ...] = (
+    ("title", "openwebui:title"),
+    ("tags", "openwebui:tags"),
+    ("follow-up", "openwebui:follow_ups"),
+    ("search quer", "openwebui:queries"),
+    ("autocomplet", "openwebui:autocomplete"),
+    ("image", "openwebui:image_prompt"),
+)
+_GENERIC_TASK = "openwebui:task"
+# The emoji task: a sentence about an emoji, then the message to read in a fence (``` since
+# 0.5, \"\"\" in 0.4) that closes the prompt.
+_EMOJI_MESSAGE = re.compile(r"^\s*Message: (```|\"\"\")(.*)\1\s*\Z", re.MULTILINE | re.DOTALL)
+# Mixture of agents: unchanged since 0.4 (main.py:2195-2199 there, config.py:2532-2536 in 0.12.4).
+_MOA_MARKERS = (
+    "You have been provided with a set of responses from various models to the latest user query:",
+    "Responses from models:",
 )
 
-# The opening marker may sit at most this far into the message (leading whitespace, or text a
-# pipeline filter put in front). The rest of the message is embedded chat history.
+# "### Task:" may sit at most this far into the message (leading whitespace, or text a pipeline
+# filter put in front); further in, the frame is quoted in a user's message.
 _OPENING_WINDOW = 200
+# Instructions before a history block that closes the message, in the frame without a
+# "### Task:" heading (0.4's title: about 500 characters). Much longer text is a user's
+# message that quotes a template.
+_PLAIN_INSTRUCTIONS_MAX = 2000
 
 _ST_QUIET_PREFIX = "ignore previous instructions"
 # Impersonate (public/scripts/openai.js:100, the default impersonation_prompt, sent last as
@@ -172,7 +140,7 @@ _ST_IMPERSONATE_PREFIX = "[write your next reply from the point of view of"
 
 UTILITY_KINDS: frozenset[str] = frozenset(
     {"header", "sillytavern:quiet", "sillytavern:impersonate", *_OWUI_TASK_NAMES.values()}
-    | {label for label, _ in _OWUI_TEMPLATES}
+    | {*_OUTPUT_KEYS.values(), _GENERIC_TASK, "openwebui:emoji", "openwebui:moa"}
 )
 
 
@@ -182,8 +150,8 @@ def utility_kind(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | N
     'header'.
 
     ``headers`` keys are lower-case. The full label set is :data:`UTILITY_KINDS`. Recognised
-    shapes and their sources (Open WebUI 0.12.4, SillyTavern 1.12.6) are listed in the module
-    docstring.
+    shapes and their sources (Open WebUI 0.4.8 to 0.12.4, SillyTavern 1.12.6) are listed in
+    the module docstring.
     """
     verdict = _header_kind(headers)
     if verdict is not None:
@@ -230,18 +198,63 @@ def _role(message: Any) -> str | None:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
-def _markers_in_order(text: str, markers: Sequence[str]) -> int | None:
-    """Position of the first marker if every marker occurs in order, else None."""
-    start = text.find(markers[0])
-    if start < 0 or start > _OPENING_WINDOW:
+def _task_frame_kind(text: str) -> str | None:
+    """The task a ``### Task:`` frame or an instructions-then-history prompt names, else None.
+
+    Both hold a ``<chat_history>`` block of ``ROLE: content`` lines after the instructions. The
+    ``### Task:`` frame opens the message and has a further section heading before the block;
+    the older frame (0.4's title) has plain instructions and the block closes the message.
+    Open WebUI's RAG template is also a ``### Task:`` frame, but its documents come in
+    ``<context>`` with no history block: a chat turn with files attached stays a chat turn.
+    """
+    opening = text.find(_HISTORY_OPEN)
+    if opening < 0:
         return None
-    pos = start + len(markers[0])
-    for marker in markers[1:]:
-        found = text.find(marker, pos)
-        if found < 0:
+    closing = text.find(_HISTORY_CLOSE, opening)
+    if closing < 0:
+        return None
+    block = text[opening + len(_HISTORY_OPEN) : closing].strip()
+    if block and not _ROLE_LINE.match(block):
+        return None
+    # Only the instructions, before the first block, name the task: a template quoted in the
+    # history is a message of the chat.
+    instructions = text[:opening]
+    heading = instructions.find(_TASK_HEADING)
+    if heading >= 0:
+        body = instructions[heading + len(_TASK_HEADING) :]
+        if heading > _OPENING_WINDOW or not _SECTION_HEADING.search(body):
             return None
-        pos = found + len(marker)
-    return start
+    elif text[closing + len(_HISTORY_CLOSE) :].strip() or not (
+        0 < len(instructions.strip()) <= _PLAIN_INSTRUCTIONS_MAX
+    ):
+        return None
+    else:
+        body = instructions
+    for match in _OUTPUT_KEY.finditer(body):
+        if match.group(1) in _OUTPUT_KEYS:
+            return _OUTPUT_KEYS[match.group(1)]
+    first_sentence = body.strip().split("\n", 1)[0].lower()
+    for word, label in _TASK_WORDS:
+        if word in first_sentence:
+            return label
+    return _GENERIC_TASK
+
+
+def _emoji_kind(text: str) -> str | None:
+    match = _EMOJI_MESSAGE.search(text)
+    if match is None:
+        return None
+    instructions = text[: match.start()]
+    if "emoji" in instructions.lower() and len(instructions) <= _OPENING_WINDOW * 3:
+        return "openwebui:emoji"
+    return None
+
+
+def _moa_kind(text: str) -> str | None:
+    start = text.find(_MOA_MARKERS[0])
+    if 0 <= start <= _OPENING_WINDOW and text.find(_MOA_MARKERS[1], start) > start:
+        return "openwebui:moa"
+    return None
 
 
 def _openwebui_task(messages: Sequence[Any]) -> str | None:
@@ -251,16 +264,7 @@ def _openwebui_task(messages: Sequence[Any]) -> str | None:
     text = _text(last)
     if not text:
         return None
-    best: tuple[int, str] | None = None
-    for label, markers in _OWUI_TEMPLATES:
-        start = _markers_in_order(text, markers)
-        if start is None:
-            continue
-        # The task sentence that comes first is the outer template; a later one is quoted history.
-        anchor = text.find(markers[1], start) if len(markers) > 1 else start
-        if best is None or anchor < best[0]:
-            best = (anchor, label)
-    return best[1] if best else None
+    return _task_frame_kind(text) or _emoji_kind(text) or _moa_kind(text)
 
 
 def _is_st_quiet_instruction(message: Any) -> bool:

@@ -267,6 +267,58 @@ def test_open_webui_search_queries_before_the_reply_are_stateless(h: AppHarness)
     assert sessions(h) == [] and h.chat.chat_requests == []
 
 
+# --- Open WebUI's task prompts from earlier releases -----------------------------------------
+
+# Each cites its release, file and lines (tests/web/clients/README.md); the same frame, other
+# sentences. Issue 28: 0.5's title prompt was answered as a chat turn, opened a session and
+# stored the chat's facts a second time.
+OLDER_TASKS = [
+    ("task_title_v0_4_8", "Mochi the Desk Cat"),
+    ("task_tags_v0_4_8", '{ "tags": ["Pets"] }'),
+    ("task_emoji_v0_4_8", "\U0001f63c"),
+    ("task_title_v0_5_20", '{ "title": "\U0001f431 Mochi the Desk Cat" }'),
+    ("task_follow_ups_v0_6_43", '{ "follow_ups": ["How old is Mochi?"] }'),
+    ("task_title_v0_9_6", '{ "title": "\U0001f431 Mochi the Desk Cat" }'),
+]
+
+
+@pytest.mark.parametrize(("task", "answer"), OLDER_TASKS)
+def test_open_webui_older_task_prompts_are_stateless(h: AppHarness, task: str, answer: str) -> None:
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    session = send(h, "openwebui/chat_turn1")[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    send(h, "openwebui/chat_turn2")
+    wait_merged(h, session, 2)
+    before = transcript(h, session)
+    runs, replies = len(h.hippocampus.chat_requests), len(h.chat.chat_requests)
+
+    # A merge, were one to run, would store the fact again.
+    h.hippocampus.enqueue(Reply(chunks=[answer]))
+    h.hippocampus.default = hippo([FACT | {"content": "Mochi is a tabby"}])
+    r, text = send(h, f"openwebui/{task}")
+    assert r.status_code == 200 and text == answer  # what Open WebUI parses
+    assert "x-session-id" not in r.headers
+    assert r.headers["x-limbic-stateless"].startswith("openwebui:")
+    time.sleep(0.2)  # a merge would have begun by now
+    assert len(h.chat.chat_requests) == replies  # not shown to the persona
+    assert len(h.hippocampus.chat_requests) == runs + 1  # the task; no merge
+    sent = h.hippocampus.chat_requests[-1].body["messages"]
+    assert sent == fixture(f"openwebui/{task}")["body"]["messages"]  # as the client sent it
+    assert len(sessions(h)) == 1 and transcript(h, session) == before
+    assert memories(h) == [FACT["content"]]
+
+
+def test_open_webui_older_task_before_any_turn_opens_no_session(h: AppHarness) -> None:
+    h.hippocampus.enqueue(Reply(chunks=['{ "title": "Mochi" }']))
+    r, _ = send(h, "openwebui/task_title_v0_5_20", forward_headers=False)
+    assert r.status_code == 200 and "x-session-id" not in r.headers
+    assert sessions(h) == [] and h.chat.chat_requests == []
+    assert memories(h) == []
+
+
 # --- SillyTavern 1.12.6 ---------------------------------------------------------------------
 
 

@@ -32,6 +32,15 @@ EXPECTED: dict[str, str | None] = {
     "openwebui/task_tags": "openwebui:tags",
     "openwebui/task_title": "openwebui:title",
     "openwebui/task_title_header": "openwebui:title",
+    # Earlier releases: other sentences, the same frame.
+    "openwebui/task_emoji_v0_4_8": "openwebui:emoji",
+    "openwebui/task_follow_ups_v0_6_43": "openwebui:follow_ups",
+    "openwebui/task_tags_v0_4_8": "openwebui:tags",
+    "openwebui/task_title_v0_4_8": "openwebui:title",
+    "openwebui/task_title_v0_5_20": "openwebui:title",
+    "openwebui/task_title_v0_9_6": "openwebui:title",
+    # The RAG template is a "### Task:" frame before the user's question: a chat turn.
+    "openwebui/rag_chat_turn": None,
     "sillytavern/chat_turn1": None,
     "sillytavern/chat_turn2": None,
     "sillytavern/continue": None,
@@ -117,6 +126,79 @@ def test_header_owui_task_names() -> None:
 def test_header_name_must_be_lowercase_key() -> None:
     # Callers pass lower-cased keys; a mixed-case key is not looked up.
     assert utility_kind({"X-Limbic-Stateless": "true"}, CHAT) is None
+
+
+# --- the frame, whatever its sentences ---------------------------------------------------
+
+RELEASE_TASKS = sorted(n for n in EXPECTED if n.startswith("openwebui/task_") and "_v0_" in n)
+
+
+def test_release_fixtures_span_three_releases() -> None:
+    releases = {name.rsplit("_v", 1)[1] for name in RELEASE_TASKS}
+    assert len(releases | {"0_12_4"}) >= 4
+    title = _load("openwebui/task_title_v0_5_20")["body"]["messages"][-1]["content"]
+    assert "Generate a concise, 3-5 word title with an emoji summarizing the chat history." in title
+
+
+def _title_task() -> str:
+    return str(_load("openwebui/task_title")["body"]["messages"][-1]["content"])
+
+
+def test_reworded_title_task_is_still_a_title() -> None:
+    # A release that rewrites every sentence but keeps the frame.
+    task = _title_task()
+    task = task.replace(
+        "Generate a concise title summarizing the chat history.",
+        "Name this conversation in a few words.",
+    ).replace("### Guidelines:", "### Rules:")
+    task = "\n".join(line for line in task.split("\n") if not line.startswith("- "))
+    assert utility_kind({}, _chat(task)) == "openwebui:title"
+
+
+def test_frame_with_an_unknown_output_is_a_task() -> None:
+    task = (
+        "### Task:\nRate the mood of the chat history from 1 to 10.\n### Output:\n"
+        '{ "mood": 7 }\n### Chat History:\n<chat_history>\nUSER: hi\nASSISTANT: hello\n'
+        "</chat_history>"
+    )
+    assert utility_kind({}, _chat(task)) == "openwebui:task"
+    assert "openwebui:task" in UTILITY_KINDS
+
+
+def test_frame_without_a_key_is_named_by_its_first_sentence() -> None:
+    task = (
+        "### Task:\nSuggest tags for the chat history.\n### Chat History:\n"
+        "<chat_history>\nUSER: hi\n</chat_history>"
+    )
+    assert utility_kind({}, _chat(task)) == "openwebui:tags"
+
+
+def test_history_block_of_prose_is_a_chat_turn() -> None:
+    body = _chat(
+        "### Task:\nhelp me\n### Notes:\nmy diary says\n<chat_history>\nDear diary, Mochi "
+        "slept all day.\n</chat_history>"
+    )
+    assert utility_kind({}, body) is None
+
+
+def test_old_frame_must_close_the_message() -> None:
+    old = str(_load("openwebui/task_title_v0_4_8")["body"]["messages"][-1]["content"])
+    assert utility_kind({}, _chat(old + "\n\nWhat do you think of this prompt?")) is None
+    assert utility_kind({}, _chat("I wrote a long letter. " * 100 + old)) is None
+
+
+def test_emoji_fence_must_close_the_message() -> None:
+    emoji = str(_load("openwebui/task_emoji_v0_4_8")["body"]["messages"][-1]["content"])
+    assert utility_kind({}, _chat(emoji + "\nand also tell me a joke")) is None
+    assert utility_kind({}, _chat('Message: """hi"""')) is None  # no emoji asked for
+
+
+def test_customised_template_needs_the_header() -> None:
+    # An admin's own title prompt, without the frame: a chat turn unless the connection
+    # header "X-Limbic-Stateless: {{TASK}}" names the task.
+    custom = _chat("Give this chat a two-word name.\n\nUSER: hi\nASSISTANT: hello")
+    assert utility_kind({}, custom) is None
+    assert utility_kind({"x-limbic-stateless": "title_generation"}, custom) == "openwebui:title"
 
 
 # --- false positives ---------------------------------------------------------------------
