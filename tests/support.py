@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -15,10 +18,24 @@ def required(variable: str) -> bool:
     return os.environ.get(variable, "") not in ("", "0", "false")
 
 
-def skip_or_fail(reason: str, variable: str) -> None:
+def skip_or_fail(reason: str, variable: str) -> NoReturn:
     if required(variable):
         pytest.fail(f"{reason} (required because {variable} is set)")
     pytest.skip(reason)
+
+
+# .ci/run sets it: ./install.sh --dev installs these test references, so a missing one is a
+# broken install, not a reason to skip.
+DEV_EXTRAS = "LIMBIC_REQUIRE_DEV_EXTRAS"
+
+
+def require_module(name: str, install: str) -> ModuleType:
+    """``name`` imported; skipped without it (``install`` says how to get it), or failed
+    under CI's LIMBIC_REQUIRE_DEV_EXTRAS=1."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        skip_or_fail(f"{name} is not importable ({exc}); {install}", DEV_EXTRAS)
 
 
 def embedded_model_missing() -> str:

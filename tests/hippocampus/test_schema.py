@@ -14,6 +14,7 @@ from backend.hippocampus import (
     hippocampus_schema,
     parse_result,
 )
+from tests.support import require_module
 
 VALID_EXAMPLE: dict[str, Any] = {
     "background": "The user is preparing a move to Osaka with their sister Mei.",
@@ -96,7 +97,7 @@ def test_schema_is_json_and_the_copy_is_independent() -> None:
 
 
 def test_valid_example_validates_with_jsonschema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema", "./install.sh --dev installs it")
     jsonschema.Draft202012Validator.check_schema(HIPPOCAMPUS_SCHEMA)
     jsonschema.validate(VALID_EXAMPLE, HIPPOCAMPUS_SCHEMA)
     bad = json.loads(json.dumps(VALID_EXAMPLE))

