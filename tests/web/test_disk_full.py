@@ -1,9 +1,11 @@
 """A full disk, for real: a small tmpfs mounted for the test, filled with a file.
 
 Mounting needs root (CAP_SYS_ADMIN); where it is refused the tmpfs tests skip with the
-reason, and ``test_enospc_on_the_write_probe_stops_start`` still covers the start-up
-check by raising ``ENOSPC`` from the probe's ``fsync`` (what a full disk with delayed
-allocation, or a full NFS share, reports).
+reason. Two tests need no privileges and always run: ``test_enospc_on_the_write_probe_
+stops_start`` covers the start-up check by raising ``ENOSPC`` from the probe's ``fsync``
+(what a full disk with delayed allocation, or a full NFS share, reports), and
+``test_a_full_session_database_at_run_time_is_a_507`` the run-time path, with SQLite's own
+``SQLITE_FULL`` from a page limit on the app's session database.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from backend.config import Settings, load_settings
 from backend.engine.services import MIN_FREE_BYTES, StartupError, build_services
 from tests.llm.scripted_server import Reply, ScriptedOpenAIServer
 from tests.web.app_process import AppProcess, hippocampus_reply
+from tests.web.harness import AppHarness
 
 
 def _mount_tmpfs(where: Path, size_mib: int) -> str | None:
@@ -45,7 +49,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     where = tmp_path / "disk"
     reason = _mount_tmpfs(where, 64)
     if reason is not None:
-        pytest.skip(f"a tmpfs cannot be mounted here ({reason}); see the ENOSPC test")
+        pytest.skip(f"a tmpfs cannot be mounted here ({reason}); see the ENOSPC and 507 tests")
     try:
         yield where
     finally:
@@ -111,6 +115,52 @@ def test_enospc_on_the_write_probe_stops_start(
     with pytest.raises(StartupError, match=r"the disk holding .* is full"):
         build_services(_settings(tmp_path, data))
     assert list(data.iterdir()) == []
+
+
+def test_a_full_session_database_at_run_time_is_a_507(tmp_path: Path) -> None:
+    """The run-time path without privileges: ``PRAGMA max_page_count`` caps the app's
+    session database at its size, so its next write that needs a page fails inside
+    SQLite with ``SQLITE_FULL`` ("database or disk is full"), the error a full disk
+    gives; everything above it (the store, the turn, the error handlers) is the app's.
+    The turn is a 507 with a clear message, the app stays up, and once the cap is lifted
+    (space freed) the same session goes on, its database intact."""
+    with AppHarness(tmp_path) as h, httpx.Client(base_url=h.base_url, timeout=30) as client:
+
+        def post(text: str, session: str | None = None) -> httpx.Response:
+            headers = {"X-Session-Id": session} if session else {}
+            body = {"messages": [{"role": "user", "content": text}]}
+            return client.post("/v1/chat/completions", headers=headers, json=body)
+
+        first = post("My dog is called Biscuit.")
+        assert first.status_code == 200, first.text
+        session = first.headers["x-session-id"]
+        db = h.services.sessions.db
+        (pages,) = db.read("PRAGMA page_count")[0]
+        db.read(f"PRAGMA max_page_count = {pages}")  # the disk is full from here on
+        statuses: list[int] = []
+        body = "I keep writing long messages. " * 600  # ~18 KB a turn
+        for _ in range(40):  # SQLite reuses free pages first: it may take a few turns
+            r = post(body, session)
+            statuses.append(r.status_code)
+            if r.status_code != 200:
+                break
+        assert statuses[-1] == 507, statuses
+        error = r.json()["error"]
+        assert error["code"] == "insufficient_storage" and "disk is full" in error["message"]
+        assert client.get("/healthz").status_code == 200  # the app is still up
+        db.read("PRAGMA max_page_count = 1073741823")  # space freed (SQLite's default)
+        h.chat.enqueue(Reply(chunks=["Back", " again."]))
+        r = post("Still there?", session)
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["message"]["content"] == "Back again."
+        detail = client.get(f"/api/sessions/{session}").json()
+        transcript = detail["transcript"]
+        assert [m["role"] for m in transcript[-2:]] == ["user", "assistant"]
+        assert transcript[-2]["content"] == "Still there?"
+        # The failed turn left no half: every user message but the refused one has its reply.
+        assert [m["role"] for m in transcript] == ["user", "assistant"] * (len(transcript) // 2)
+    with closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 @pytest.mark.slow
