@@ -60,10 +60,13 @@ class ResetResult(BaseModel):
 
 
 def forget_persona(services: Services, user: str, persona_id: str) -> int:
-    """Drop the (user, persona) namespace: every memory and its lexical index entries.
-    Returns how many memories there were. Raises ``VectorStoreUnavailable``."""
+    """Drop the (user, persona) namespace: every memory and its lexical index entries, and
+    the user's entity edits. Returns how many memories there were. Raises
+    ``VectorStoreUnavailable``."""
     ns = Namespace(user, persona_id)
     count = services.long_term.forget_namespace(ns)
+    # The edits of the people and pets those memories named go with them.
+    services.sessions.clear_entity_edits(user, persona_id)
     log.info("reset: forgot %d memories of %s", count, ns.key)
     return count
 

@@ -218,9 +218,15 @@ class EntityFact(BaseModel):
 
 
 class EntityOut(BaseModel):
-    """Someone (or a pet) of the user's life, read from the memories that name them."""
+    """Someone (or a pet) of the user's life, read from the memories that name them, with
+    the user's edits laid over."""
 
+    key: str = Field(
+        description="What the edit endpoints take: the name as first read, casefolded, or"
+        " ~relation for one known only by relation (~physio). It stays when renamed."
+    )
     name: str | None = Field(description='None: known only by relation ("the physio").')
+    aliases: list[str] = Field(description="Its other names: merged ones, the user's.")
     relation: str = Field(description="Canonical relation to the user: sister, dog, physio…")
     kind: Literal["person", "pet"]
     described_as: list[str] = Field(description="The words the memories used: pug, 妹妹…")
@@ -229,6 +235,83 @@ class EntityOut(BaseModel):
 
 class EntityList(BaseModel):
     items: list[EntityOut]
+
+
+MAX_ENTITY_KEY = 100
+MAX_ENTITY_NAME = 60  # backend.memory.entities.MAX_NAME
+MAX_RELATION = 40
+MAX_ALIASES = 20
+EntityKey = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_ENTITY_KEY,
+        pattern=ID_PATTERN,
+        description="An entity's key (or one of its names, any case).",
+    ),
+]
+
+
+def _entity_name(value: str) -> str:
+    value = " ".join(storable_or_error(value).split())
+    if not value:
+        raise ValueError("a name must not be empty")
+    if len(value) > MAX_ENTITY_NAME:
+        raise ValueError(f"a name must be at most {MAX_ENTITY_NAME} characters")
+    return value
+
+
+class EntityPatch(_Body):
+    """What the user changes of an entity; fields left out stay."""
+
+    name: str | None = Field(None, description="The name shown; the old one stays an alias.")
+    relation: str | None = Field(
+        None, description="Relation to the user: a word of either language (grandma, 奶奶)."
+    )
+    kind: Literal["person", "pet"] | None = None
+    aliases: list[str] | None = Field(
+        None, max_length=MAX_ALIASES, description="Its other names (replaces the list)."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _entity_name(value)
+
+    @field_validator("relation")
+    @classmethod
+    def _relation(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = " ".join(storable_or_error(value).split()).lower()
+        if not value or len(value) > MAX_RELATION:
+            raise ValueError(f"a relation must be 1-{MAX_RELATION} characters")
+        return value
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        names: list[str] = []
+        for name in map(_entity_name, value):
+            if name.casefold() not in {n.casefold() for n in names}:
+                names.append(name)
+        return names
+
+
+class EntityMerge(_Body):
+    """Entities that are one: ``entities`` are folded into ``into``."""
+
+    into: str = Field(min_length=1, max_length=MAX_ENTITY_KEY, description="The one kept.")
+    entities: list[Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_KEY)]] = Field(
+        min_length=1, max_length=MAX_ALIASES, description="Keys (or names) folded into it."
+    )
+
+
+class EntityDeleted(BaseModel):
+    key: str
+    forgotten: int = Field(description="Memories forgotten: those about it alone.")
 
 
 class MemoryCreate(_Body):

@@ -541,7 +541,9 @@ def test_entities_are_read_from_the_memories_that_name_them(api: httpx.Client) -
     assert body == {
         "items": [
             {
+                "key": "xiaoyu",
                 "name": "Xiaoyu",
+                "aliases": [],
                 "relation": "sister",
                 "kind": "person",
                 "described_as": ["sister"],
