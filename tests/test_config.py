@@ -73,8 +73,9 @@ def test_engine_policies_match_the_engine_defaults(tmp_path: Path) -> None:
     memory = load(tmp_path, {}).memory
     assert memory.score_weights() == ScoreWeights()
     assert memory.hybrid_weights() == HybridWeights()
-    # The app defaults to the hybrid mode; everything else is the engine's default.
-    assert memory.retrieval_policy() == RetrievalPolicy(mode="hybrid")
+    # The app defaults to the hybrid mode with a relevance floor (measured on the eval
+    # corpus: docs/memory-model.md); everything else is the engine's default.
+    assert memory.retrieval_policy() == RetrievalPolicy(mode="hybrid", min_relevance=0.15)
     assert memory.gate_policy() == GatePolicy()
     activation = memory.activation_policy()
     assert activation.lexical_pool == 30 and activation.min_importance == 0.4

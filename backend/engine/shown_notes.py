@@ -249,6 +249,18 @@ def pertinent_ids(
     )
 
 
+def injected_memories(
+    activation: Activation | None, recalled: Sequence[Memory], plan: NotesPlan
+) -> tuple[Memory, ...]:
+    """The recalled memories the prompt shows as notes (``plan``'s own block and the
+    earlier blocks it carries), less those activation held below its relevance floor
+    only: reinforcing a note on every turn it is merely held would keep it salient for
+    good (docs/memory-model.md, "Retrieval")."""
+    shown = plan.shown.memory_ids.union(*(s.memory_ids for s in plan.kept))
+    held = frozenset(activation.retrieval.held) if activation is not None else frozenset()
+    return tuple(m for m in recalled if m.id in shown and m.id not in held)
+
+
 def said_in(note: str, background: str) -> bool:
     """Every keyword of ``note`` is in ``background`` (a summary that says it)."""
     words = keyword_set(note)

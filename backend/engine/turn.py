@@ -50,7 +50,13 @@ from backend.engine.reply_guard import asks_question
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
-from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbatim_start
+from backend.engine.shown_notes import (
+    Merged,
+    ShownNotes,
+    injected_memories,
+    pertinent_ids,
+    verbatim_start,
+)
 from backend.engine.turn_reply import Turn
 from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
@@ -376,6 +382,7 @@ class TurnEngine:
                 brief_notes=notes.brief,
             )
             self.shown_notes.record(session.id, notes)
+            turn.injected = injected_memories(turn.activation, turn.recalled, notes)
             self.next_prompt.remember(
                 session.id,
                 system_prompt=persona.system_prompt,

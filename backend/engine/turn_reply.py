@@ -91,8 +91,11 @@ class Turn:
     reply_seq: int | None = None  # the reply's message seq, once stored
     _tool_outcomes: list[WriteOutcome] = field(default_factory=list)
     _tool_recalled: list[Memory] = field(default_factory=list)
-    # Reinforcement starts with the first token: the recalled memories are in use by then.
+    # Reinforcement starts with the first token: the injected memories are in use by then.
     _reinforced: asyncio.Future[None] | None = None
+    # The recalled memories the prompt shows (this turn's block and the earlier blocks it
+    # carries), less those held below the relevance floor only: what is reinforced.
+    injected: tuple[Memory, ...] = ()
     _stream: AsyncGenerator[str, None] | None = None  # the one ``stream()`` handed out
     rejected: list[str] = field(default_factory=list)  # the guard's reasons, per retry
     rejected_openings: list[str] = field(default_factory=list)  # what each one stopped
@@ -173,7 +176,7 @@ class Turn:
                 if self._reinforced is None and self._target is None:
                     self._reinforced = engine.spawn(
                         reinforce_recalled(
-                            engine.long_term, self.namespace, self.recalled, self.session.id
+                            engine.long_term, self.namespace, self.injected, self.session.id
                         )
                     )
                 yield text

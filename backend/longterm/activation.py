@@ -26,6 +26,7 @@ an embedder that is down resolves the query embedding to no vector (keywords onl
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -48,7 +49,7 @@ from backend.memory.entities import (
 )
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords
-from backend.memory.retrieve import Retrieval, retrieve
+from backend.memory.retrieve import Retrieval, held_below_floor, retrieve
 from backend.memory.types import ActivationPolicy, Memory, Namespace, RetrievalPolicy
 from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
@@ -307,14 +308,21 @@ class ActivationRetriever:
             )  # fmt: skip
         chosen = policy or self.policy.retrieval
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
+        now = self.clock.now()
         result = retrieve(
             pool,
-            now=self.clock.now(),
+            now=now,
             query_text=query_text,
             query_vector=query_vector,
             target_emotion=target_emotion,
             policy=chosen,
             stats=stats,
+            held=functools.partial(
+                held_below_floor,
+                now=now,
+                salient_days=self.policy.salient_days,
+                salient_min_importance=self.policy.salient_min_importance,
+            ),
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"

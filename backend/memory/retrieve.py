@@ -9,15 +9,17 @@ Two scoring modes (``RetrievalPolicy.mode``):
   cosine distances, exactly as the spec describes;
 - ``hybrid`` (the app's default, docs/memory-model.md): ``backend.memory.hybrid`` scores
   cosine + BM25 + importance, memories whose relevance evidence is below
-  ``min_relevance`` are dropped, restatements of a better-scored memory are collapsed
-  (``same_fact``), and GIST runs over the survivors with the same "fact" distance.
+  ``min_relevance`` are dropped unless ``held`` (pinned, or a health note within the
+  salient rule: :func:`held_below_floor`), restatements of a better-scored memory are
+  collapsed (``same_fact``), and GIST runs over the survivors with the same "fact"
+  distance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -48,12 +50,28 @@ class Retrieval:
     items: tuple[ScoredMemory, ...]
     gist: GistResult | None = None
     degraded: str | None = None
-    # hybrid: ids left out as restatements of a better-scored memory, and how many
-    # candidates fell below ``min_relevance``.
+    # hybrid: ids left out as restatements of a better-scored memory, how many
+    # candidates fell below ``min_relevance``, and the ids of the activated ones that
+    # are below it but held (``held_below_floor``): shown, but not what the message asked.
     collapsed: tuple[str, ...] = ()
     below_relevance: int = 0
+    held: tuple[str, ...] = ()
     mode: str | None = None
     explanations: Mapping[str, ScoreExplanation] = field(default_factory=dict)
+
+
+def held_below_floor(
+    memory: Memory, *, now: datetime, salient_days: float, salient_min_importance: float
+) -> bool:
+    """A memory that stays a candidate below the relevance floor: one the user pinned, or
+    a health note within the salient rule (important and used lately), so that an
+    allergy or an injury still reaches a message that does not name it ("let's cook
+    Thai tonight" and a peanut allergy)."""
+    if memory.pinned:
+        return True
+    if memory.category != "health" or memory.importance < salient_min_importance:
+        return False
+    return memory.last_accessed >= now - timedelta(days=salient_days)
 
 
 def _usable_vector(memory: Memory) -> np.ndarray | None:
@@ -135,11 +153,14 @@ def retrieve(
     target_emotion: str | None,
     policy: RetrievalPolicy = RetrievalPolicy(),
     stats: CorpusStats | None = None,
+    held: Callable[[Memory], bool] | None = None,
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
     ``stats``: the namespace's corpus statistics for the hybrid BM25 channel (``None``:
-    computed over the pool); the limbic mode ignores them.
+    computed over the pool); the limbic mode ignores them. ``held``: the memories kept
+    below the hybrid relevance floor (e.g. a partial of :func:`held_below_floor`);
+    ``None``: none.
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -151,6 +172,7 @@ def retrieve(
             target_emotion=target_emotion,
             policy=policy,
             stats=stats,
+            held=held,
         )
     ranked = score_pool(
         live,
@@ -179,6 +201,7 @@ def _retrieve_hybrid(
     target_emotion: str | None,
     policy: RetrievalPolicy,
     stats: CorpusStats | None,
+    held: Callable[[Memory], bool] | None,
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -191,14 +214,18 @@ def _retrieve_hybrid(
         stats=stats,
     )
     below = 0
+    held_ids: set[str] = set()
     trust = cosine_trust(query_text, weights)
     if policy.min_relevance > 0:
-        kept_ranked = [
-            item
-            for item in ranked
-            if relevance_evidence(item.score, trust, weights) >= policy.min_relevance
-        ]
-        below = len(ranked) - len(kept_ranked)
+        kept_ranked = []
+        for item in ranked:
+            if relevance_evidence(item.score, trust, weights) >= policy.min_relevance:
+                kept_ranked.append(item)
+            elif held is not None and held(item.memory):
+                kept_ranked.append(item)
+                held_ids.add(item.memory.id)
+            else:
+                below += 1
         ranked = kept_ranked
     if policy.k <= 0 or not ranked:
         return Retrieval(items=(), below_relevance=below, mode="hybrid")
@@ -218,6 +245,7 @@ def _retrieve_hybrid(
         degraded=result.degraded,
         collapsed=collapsed,
         below_relevance=below,
+        held=tuple(item.memory.id for item in result.items if item.memory.id in held_ids),
         mode="hybrid",
         explanations={
             item.memory.id: explain_hybrid(item.score, trust, weights) for item in result.items

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import numpy as np
 
 from backend.memory.hybrid import score_hybrid
-from backend.memory.retrieve import diversify, retrieve
+from backend.memory.retrieve import diversify, held_below_floor, retrieve
 from backend.memory.scoring import score_pool
 from backend.memory.types import RetrievalPolicy
 
@@ -162,6 +165,38 @@ def test_hybrid_min_relevance_drops_what_the_message_does_not_speak_for() -> Non
         policy=policy,
     )  # fmt: skip
     assert nothing.items == () and nothing.below_relevance == 2
+
+
+def test_below_the_floor_only_pinned_and_salient_health_notes_are_held() -> None:
+    axes = np.eye(8)  # one direction each: no two of them state one fact
+    pool = [
+        memory("hit", "The user's cat is called Dumpling", vector=axes[0], importance=0.5),
+        dataclasses.replace(memory("pin", "The user is a grumpy old pug", vector=axes[1]),
+                            pinned=True),
+        memory("allergy", "The user is allergic to peanuts", category="health",
+               importance=0.9, vector=axes[2], days_ago=3),
+        memory("old-injury", "The user sprained an ankle", category="health",
+               importance=0.9, vector=axes[3], days_ago=90),
+        memory("minor", "The user had a cold", category="health", importance=0.5,
+               vector=axes[4]),
+        memory("vip", "The user's important unrelated fact", importance=1.0, vector=axes[5]),
+    ]  # fmt: skip
+    held = functools.partial(held_below_floor, now=NOW, salient_days=30,
+                             salient_min_importance=0.7)  # fmt: skip
+    result = retrieve(
+        pool, now=NOW, query_text="how is Dumpling", query_vector=axes[0],
+        target_emotion=None, policy=RetrievalPolicy(k=8, mode="hybrid", min_relevance=0.3),
+        held=held,
+    )  # fmt: skip
+    assert {item.memory.id for item in result.items} == {"hit", "pin", "allergy"}
+    assert set(result.held) == {"pin", "allergy"}
+    assert result.below_relevance == 3
+    # Floor off: nothing is below it, so nothing is held either.
+    off = retrieve(
+        pool, now=NOW, query_text="how is Dumpling", query_vector=axes[0],
+        target_emotion=None, policy=RetrievalPolicy(k=8, mode="hybrid"), held=held,
+    )  # fmt: skip
+    assert off.held == () and len(off.items) > 3
 
 
 def test_hybrid_never_activates_superseded_memories() -> None:
