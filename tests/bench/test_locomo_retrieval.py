@@ -1,6 +1,7 @@
 """Smoke tests of ``bench.locomo_retrieval``: it skips without the data file, and on a
-tiny invented LoCoMo-shaped file (2 sessions, 3 questions; a bag-of-words embedder) it
-converts, scores every strategy and ends with ``evidence_recall@8=<x>``."""
+tiny invented LoCoMo-shaped file (2 sessions, 7 questions; a bag-of-words embedder) it
+converts, scores every strategy both ways (ours, and LoCoMo's own definition) and ends
+with ``locomo_recall@8=<x>`` and ``evidence_recall@8=<x>``."""
 
 from __future__ import annotations
 
@@ -57,6 +58,16 @@ def _locomo_like(path: Path) -> Path:
              "evidence": ["D1:3", "D2:3"], "category": 1},
             {"question": "What colour is the bass?", "answer": "none",
              "evidence": [], "category": 5},
+            # LoCoMo's own count differs on these three (the file has such questions):
+            # no evidence (1 in theirs, left out of ours), an entry that names no turn
+            # ("D30:05" for "D30:5": 0 in theirs, left out of ours), a duplicated entry
+            # and a malformed one (2/3 in theirs when D1:1 is returned, 1 in ours).
+            {"question": "Would Ana like a dog?", "answer": "Likely yes; she loves pets",
+             "evidence": [], "category": 3},
+            {"question": "When did Ana move?", "answer": "April 2024",
+             "evidence": ["D2:01"], "category": 2},
+            {"question": "Which pets does Ana have?", "answer": "a kitten",
+             "evidence": ["D1:1", "D1:1", "D:1:3"], "category": 1},
         ],
     }  # fmt: skip
     path.write_text(json.dumps([sample]), encoding="utf-8")
@@ -79,8 +90,24 @@ def test_converts_turns_and_questions(tmp_path: Path) -> None:
     assert first["content"].startswith("Ana: I adopted")
     assert conv.rows[3]["content"].endswith("[shares a photo: a cello leaning on a chair]")
     assert conv.rows[0]["created_days_ago"] == 48 and conv.rows[4]["created_days_ago"] == 0
-    # category 5 and questions without evidence are left out
-    assert [q["needed_topics"] for q in conv.queries] == [["D1:1"], ["D2:2"], ["D1:3", "D2:3"]]
+    # category 5 and questions without evidence that names a turn are left out
+    assert [q["needed_topics"] for q in conv.queries] == [
+        ["D1:1"], ["D2:2"], ["D1:3", "D2:3"], ["D1:1"]
+    ]  # fmt: skip
+    # LoCoMo's own evaluation counts every question of categories 1-4, evidence as written
+    assert [(a.category, a.evidence) for a in conv.asked] == [
+        (4, ("D1:1",)), (2, ("D2:2",)), (1, ("D1:3", "D2:3")), (3, ()), (2, ("D2:01",)),
+        (1, ("D1:1", "D1:1", "D:1:3")),
+    ]  # fmt: skip
+    assert [a.query_id for a in conv.asked] == ["q0000", "q0001", "q0002", None, None, "q0006"]
+
+
+def test_locomo_recall_is_the_benchmarks_definition() -> None:
+    recall = locomo_retrieval.locomo_recall
+    assert recall([], []) == 1.0  # no evidence counts 1
+    assert recall(["D1:1", "D2:2"], ["D2:2", "D5:5"]) == 0.5
+    assert recall(["D1:1", "D1:1", "D9:99"], ["D1:1"]) == 2 / 3  # as written, duplicates too
+    assert recall(["D2:01"], ["D2:1"]) == 0.0  # an entry naming no turn is never found
 
 
 def test_runs_on_a_tiny_locomo_like_file(
@@ -90,6 +117,9 @@ def test_runs_on_a_tiny_locomo_like_file(
     assert locomo_retrieval.main(["--data", str(data)], embedder=BagOfWordsEmbedder()) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"evidence_recall@8=[01]\.\d{3}", lines[-1]), lines[-1]
+    # 8 turns and k=8: everything is returned; LoCoMo's recall is (1+1+1+1+0+2/3)/6
+    assert lines[-2] == "locomo_recall@8=0.778", lines[-2]
+    assert lines[-1] == "evidence_recall@8=1.000", lines[-1]
     rows = [line for line in lines if line.startswith("| ")]
     for name in (
         locomo_retrieval.NAIVE,
@@ -99,7 +129,14 @@ def test_runs_on_a_tiny_locomo_like_file(
         locomo_retrieval.APP_DEFAULT,
     ):
         assert any(row.startswith(f"| {name} |") for row in rows), name
-    assert any(row.startswith("| toy-1 (3) |") for row in rows)
+    assert any(row.startswith("| toy-1 (4) |") for row in rows)
     # 8 turns and k=8: naive top-k returns every turn, so it finds all the evidence
-    naive = next(row for row in rows if row.startswith(f"| {locomo_retrieval.NAIVE} |"))
-    assert naive.split("|")[2].strip() == "1.000"
+    naive = [row for row in rows if row.startswith(f"| {locomo_retrieval.NAIVE} |")]
+    assert naive[0].split("|")[2].strip() == "1.000"
+    # both tables name the categories as LoCoMo's code does, with their numbers
+    headers = [row for row in rows if row.startswith("| strategy |")]
+    assert "1 multi-hop (2) | 2 temporal (1) | 4 single-hop (1)" in headers[0]
+    assert "1 multi-hop (2) | 2 temporal (2) | 3 open-domain (1) | 4 single-hop (1)" in headers[1]
+    assert [cell.strip() for cell in naive[1].split("|")[2:7]] == [
+        "0.778", "0.833", "0.500", "1.000", "1.000"
+    ]  # fmt: skip
