@@ -42,7 +42,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from backend.longterm.memory import LongTermMemory
-from backend.memory.types import CATEGORIES, Candidate, Namespace
+from backend.memory.entities import Entity
+from backend.memory.types import CATEGORIES, Candidate, Memory, Namespace
 from backend.personas import UnknownPersona
 from backend.storable_text import unstorable_reason
 from backend.web.deps import user_for_authorization
@@ -92,6 +93,7 @@ class ForgetResult(BaseModel):
 
 class Person(BaseModel):
     name: str | None  # None: known only by relation ("the physio")
+    aliases: list[str]  # its other names: merged ones, the user's ("Tommy", "奶奶")
     relation: str  # to the user: sister, dog, physio…
     kind: Literal["person", "pet"]
     notes: list[RecalledNote]
@@ -167,20 +169,28 @@ def build_mcp_server(resolve: ScopeResolver) -> MCPServer:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def memory_people(ctx: Context) -> list[Person]:
         """The people and pets of the user's life that the memory knows, each with the
-        notes that name them (a relation without a name: "the physio")."""
+        notes that name them (a relation without a name: "the physio") and its other
+        names."""
         scope = resolve(ctx)
-        memories = await asyncio.to_thread(live_memories, scope.long_term, scope.namespace)
         return [
             Person(
                 name=entity.name,
+                aliases=list(entity.aliases),
                 relation=entity.relation,
                 kind=entity.kind,
                 notes=[RecalledNote(id=m.id, content=m.content) for m in facts],
             )
-            for entity, facts in entities_with_facts(memories)
+            for entity, facts in await asyncio.to_thread(_people, scope)
         ]
 
     return server
+
+
+def _people(scope: MemoryScope) -> list[tuple[Entity, list[Memory]]]:
+    """The entity table with the user's edits (the session store's, as recall reads them)."""
+    memories = live_memories(scope.long_term, scope.namespace)
+    source = scope.long_term.entity_edits
+    return entities_with_facts(memories, () if source is None else source(scope.namespace))
 
 
 def _quiet_mcp_server(name: str, **options: Any) -> MCPServer:

@@ -16,6 +16,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from backend.memory.entities import EntityEdit
 from backend.memory.types import Namespace
 from backend.personas import PersonaRegistry
 from tests.web.harness import REPO, AppHarness
@@ -74,7 +75,7 @@ async def store_recall_forget(session: ClientSession) -> None:
     assert 0 < note["score"] <= 1
     people = (await call(session, "memory_people"))["result"]
     assert people == [
-        {"name": "Mira", "relation": "sister", "kind": "person",
+        {"name": "Mira", "aliases": [], "relation": "sister", "kind": "person",
          "notes": [{"id": stored["id"], "content": "The user's sister Mira lives in Lisbon."}]}
     ]  # fmt: skip
     forgotten = await call(session, "memory_forget", memory_id=stored["id"])
@@ -89,6 +90,18 @@ async def store_recall_forget(session: ClientSession) -> None:
 async def test_streamable_http_store_recall_forget(h: AppHarness) -> None:
     async with mcp_session(h.base_url + "/mcp") as session:
         await store_recall_forget(session)
+
+
+@pytest.mark.anyio
+async def test_people_carry_the_users_entity_edits(h: AppHarness) -> None:
+    async with mcp_session(h.base_url + "/mcp") as session:
+        await call(session, "memory_store", content="Tom, the user's friend, plays the bass.")
+        await call(session, "memory_store", content="The user's friend Tommy moved to Berlin.")
+        h.services.sessions.change_entity_edits(
+            "local", "companion", lambda _: [EntityEdit("tom", merged=("tommy",))]
+        )
+        people = (await call(session, "memory_people"))["result"]
+    assert [(p["name"], p["aliases"], len(p["notes"])) for p in people] == [("Tom", ["Tommy"], 2)]
 
 
 def add_persona(h: AppHarness, persona_id: str) -> None:
