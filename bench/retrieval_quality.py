@@ -1,6 +1,7 @@
 """Retrieval quality on an eval corpus (the format of bench/data/eval/README.md).
 
     python -m bench.retrieval_quality [--corpus bench/data/eval] [--k 8] [--store chroma|memory]
+        [--no-memory-queries bench/data/no_memory_queries.jsonl]
 
 Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timestamps from
 ``created_days_ago``/``last_access_days_ago`` relative to one fixed ``now``;
@@ -9,8 +10,13 @@ Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timest
 strategy: topic recall@k, redundancy, stale rate, junk rate and mean latency (query
 embedding included). Then, for the app's default, recall, redundancy and stale rate per
 query tag, recall on the odd and on the even query ids (an overfitting check: nothing was
-tuned on one half only), and how many memories the no-memory queries got. The last
-line is the app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
+tuned on one half only), and how many memories the no-memory queries got. The
+``irrelevant`` column is the share of the returned memories that the query does not
+need (neither listed as relevant nor of a needed topic, or stale), over the corpus's
+queries and the bench's own no-memory queries (``--no-memory-queries``: small talk and
+topics the corpus never mentions, ``bench/data/README.md``); the row "app default,
+relevance floor off" is the same pipeline with ``min_relevance`` 0. The last line is the
+app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
 
 ``Rig`` builds the strategies over one loaded store; ``bench.locomo_retrieval`` reuses it
 with ``load_memories``, ``evaluate`` and ``breakdown``.
@@ -47,6 +53,8 @@ from backend.memory.types import (
 from backend.stores.vector_port import VectorStore
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "data" / "eval"  # bench/data/eval/PROVENANCE.md
+# The bench's own queries with nothing to recall (not part of the shared corpus).
+NO_MEMORY_QUERIES = Path(__file__).resolve().parent / "data" / "no_memory_queries.jsonl"
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 NS = Namespace("eval-user", "eval")
 
@@ -105,6 +113,8 @@ class Scores:
     # with superseded memories got one of them
     per_query_redundancy: dict[str, float] = field(default_factory=dict)
     per_query_stale: dict[str, bool] = field(default_factory=dict)
+    # share of the returned memories the query does not need (``irrelevant``)
+    irrelevant: float = 0.0
 
 
 def evaluate(
@@ -116,6 +126,7 @@ def evaluate(
     per_redundancy: dict[str, float] = {}
     per_stale: dict[str, bool] = {}
     no_memory: list[int] = []
+    returned = unneeded = 0
     for query in queries:
         started = time.perf_counter()
         got = run(query)
@@ -136,11 +147,23 @@ def evaluate(
             stale_hits.append(any(i in stale for i in got))
             per_stale[query["id"]] = stale_hits[-1]
         junk += [topic[i].startswith("junk_") for i in got]
+        returned += len(got)
+        unneeded += irrelevant(query, topic, got)
 
     return Scores(
         _mean(recall), _mean(redundancy), _mean(stale_hits), _mean(junk), _mean(latency),
         per_query, no_memory, per_redundancy, per_stale,
+        unneeded / returned if returned else 0.0,
     )  # fmt: skip
+
+
+def irrelevant(query: dict[str, Any], topic: dict[str, str], got: list[str]) -> int:
+    """How many of ``got`` the query does not need: stale, or neither listed as relevant
+    nor of a needed topic (every one, for a no-memory query)."""
+    relevant = set(query.get("relevant") or ())
+    needed = set(query["needed_topics"])
+    stale = set(query["stale"])
+    return sum(i in stale or (i not in relevant and topic[i] not in needed) for i in got)
 
 
 def _mean(xs: list[float] | list[bool]) -> float:
@@ -253,6 +276,12 @@ class Rig:
     def hybrid(self, *, lam: float | None = None, same_fact: float | None = None) -> Runner:
         return self.activator(self.ltm(self.hybrid_policy(lam=lam, same_fact=same_fact)))
 
+    def without_floor(self) -> Runner:
+        # The app's default with the relevance floor off (``min_relevance`` 0).
+        base = self.app_policy()
+        retrieval = replace(base.retrieval, min_relevance=0.0)
+        return self.activator(self.ltm(replace(base, retrieval=retrieval)))
+
     def hybrid_without_diversity(self) -> Runner:
         # The app's hybrid ranking and candidates, but no restatement collapse, no GIST.
         return self.hybrid(lam=0.0, same_fact=2.0)
@@ -279,10 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
+    parser.add_argument(
+        "--no-memory-queries", type=Path, default=NO_MEMORY_QUERIES,
+        help="extra queries with nothing to recall (jsonl, the corpus's query format)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         rows = _jsonl(args.corpus / "memories.jsonl")
         queries = _jsonl(args.corpus / "queries.jsonl")
+        if args.no_memory_queries.is_file():
+            queries += _jsonl(args.no_memory_queries)
     except (OSError, json.JSONDecodeError) as exc:
         print(f"retrieval_quality: cannot read the corpus: {exc}", file=sys.stderr)
         return 2
@@ -296,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         rig = Rig(store, embedder, args.k)
         app_default = rig.app_default()
         app_default({"text": "warm-up", "target_emotion": None})  # loads the lexical index
+        floorless = rig.without_floor()
 
         strategies = [
             ("naive cosine top-k (seed app)", rig.naive()),
@@ -303,21 +339,30 @@ def main(argv: list[str] | None = None) -> int:
             ("limbic scoring + GIST lambda=0.5", rig.limbic(0.5)),
             ("limbic scoring + GIST lambda=1.0", rig.limbic(1.0)),
             ("hybrid scoring, no collapse, no GIST", rig.hybrid_without_diversity()),
+            ("app default, relevance floor off", floorless),
             (f"app default (config defaults: {rig.settings.mode})", app_default),
         ]
         print(f"corpus: {args.corpus} ({len(rows)} memories, {len(queries)} queries), "
               f"k={args.k}, store={args.store}, embedder={embedder.model}\n")  # fmt: skip
-        print(f"| strategy | recall@{args.k} | redundancy | stale | junk | mean latency ms |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
-        final = None
+        print(f"| strategy | recall@{args.k} | redundancy | stale | junk | irrelevant | "
+              "mean latency ms |")  # fmt: skip
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        final = floor_off = None
         for name, run in strategies:
             s = evaluate(queries, topic, run)
+            if run is floorless:
+                floor_off = s
             print(f"| {name} | {s.recall:.3f} | {s.redundancy:.3f} | {s.stale:.3f} | "
-                  f"{s.junk:.3f} | {s.latency_ms:.1f} |")  # fmt: skip
+                  f"{s.junk:.3f} | {s.irrelevant:.3f} | {s.latency_ms:.1f} |")  # fmt: skip
             final = s
-    assert final is not None
+    assert final is not None and floor_off is not None
     print("\napp default, per tag:\n")
     print("\n".join(breakdown(queries, final)))
+    if final.no_memory_returned:
+        print(f"no-memory queries, mean memories returned: {_mean(final.no_memory_returned):.2f} "
+              f"(relevance floor off: {_mean(floor_off.no_memory_returned):.2f}); share of "
+              f"irrelevant memories returned: {final.irrelevant:.3f} "
+              f"(floor off: {floor_off.irrelevant:.3f})")  # fmt: skip
     print(f"\nrecall@{args.k}={final.recall:.3f} redundancy={final.redundancy:.3f} "
           f"stale={final.stale:.3f} junk={final.junk:.3f}")  # fmt: skip
     return 0
