@@ -130,6 +130,9 @@ def test_start_leaves_a_reply_another_process_streams_alone(shared_target: str) 
 
 
 def test_exactly_one_claimant_runs_each_pass(shared_target: str) -> None:
+    # An interval no test run outlasts: however slowly the 8 threads get their turn, the
+    # pass stays claimed (a short one let a late thread claim the next pass as well).
+    hour = 3600.0
     stores = [SessionStore(shared_target, clock()) for _ in range(2)]
     try:
         barrier = threading.Barrier(8)
@@ -137,7 +140,7 @@ def test_exactly_one_claimant_runs_each_pass(shared_target: str) -> None:
 
         def claim(n: int) -> None:
             barrier.wait()
-            if claim_job(stores[n % 2].db, "maintenance", f"p{n}", 0.5):
+            if claim_job(stores[n % 2].db, "maintenance", f"p{n}", hour):
                 won.append(f"p{n}")
 
         threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
@@ -146,10 +149,13 @@ def test_exactly_one_claimant_runs_each_pass(shared_target: str) -> None:
         for thread in threads:
             thread.join()
         assert len(won) == 1 and job_owner(stores[0].db, "maintenance") == won[0]
-        assert not claim_job(stores[1].db, "maintenance", "late", 0.5)  # not due yet
-        time.sleep(0.6)
-        assert claim_job(stores[1].db, "maintenance", "next", 0.5)  # one interval later
-        assert not claim_job(stores[0].db, "maintenance", "again", 0.5)
+        assert not claim_job(stores[1].db, "maintenance", "late", hour)  # not due yet
+        # One interval later, without waiting it out: the pass fell due an hour earlier.
+        with stores[0].db.write() as conn:
+            conn.execute(text("UPDATE cluster_jobs SET due_at = due_at - :hour"), {"hour": hour})
+        assert claim_job(stores[1].db, "maintenance", "next", hour)
+        assert not claim_job(stores[0].db, "maintenance", "again", hour)
+        assert job_owner(stores[0].db, "maintenance") == "next"
     finally:
         for store in stores:
             store.close()
