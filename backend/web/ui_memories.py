@@ -1,5 +1,7 @@
 """The memories page (``/memories``): browse, search, filter, sort, edit, pin, delete,
-version chains, export and import — the caller's memories with one persona.
+version chains, export and import — the caller's memories with one persona — and the
+People & pets above them, whose entries can be edited, merged and deleted
+(``/ui/people/...``, through the same functions as the REST API: ``entities_api``).
 
 Sorting by ``score`` uses the decay pass's strength (``backend.memory.decay``): how
 alive a memory is now, from its importance, category, use and age. ``importance``,
@@ -21,12 +23,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from pydantic import ValidationError
 
 from backend.engine.services import Services
 from backend.memory.decay import memory_strength
+from backend.memory.entities import forgotten_with
 from backend.memory.types import CATEGORIES, Memory, Namespace
 from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
-from backend.web.entities_api import entities_with_facts, live_memories
+from backend.web.entities_api import (
+    delete_entity,
+    entities_with_facts,
+    entity_edits,
+    live_memories,
+    merge_entities,
+    patch_entity,
+)
+from backend.web.errors import APIError
+from backend.web.schemas import MAX_ALIASES, MAX_ENTITY_NAME, MAX_RELATION, EntityMerge, EntityPatch
 from backend.web.ui_support import UiError, UiReader, UiWriter, render, services_of
 
 log = logging.getLogger(__name__)
@@ -129,14 +142,34 @@ def _people(services: Services, ns: Namespace, live: list[Memory] | None) -> lis
     if live is None:
         with _store_errors():
             live = live_memories(services.long_term, ns)
+    pairs = entities_with_facts(live, entity_edits(services, ns))
+    table = [entity for entity, _ in pairs]
     return [
         {
             "entity": entity,
             "facts": facts,
             "search": entity.name or entity.described_as[0],
+            # What deleting it forgets (said in its confirmation).
+            "alone": len(forgotten_with(entity, table)),
         }
-        for entity, facts in entities_with_facts(live)
+        for entity, facts in pairs
     ]
+
+
+def people_context(
+    people: list[dict[str, Any]], persona_id: str, *, status: str = "", opened: str = ""
+) -> dict[str, Any]:
+    """What ``_people.html`` reads (``status``: said to screen readers; ``opened``: the
+    key of the entry left open after its edit)."""
+    return {
+        "people": people,
+        "people_status": status,
+        "opened": opened,
+        "persona_id": persona_id,
+        "max_name": MAX_ENTITY_NAME,
+        "max_relation": MAX_RELATION,
+        "max_aliases_text": MAX_ALIASES * (MAX_ENTITY_NAME + 2),
+    }
 
 
 QueryText = Annotated[str, Query(max_length=MAX_QUERY)]
@@ -170,14 +203,115 @@ async def memories_page(
     partial = request.headers.get("hx-target") == "memory-list"  # the list alone
     people = [] if partial else await asyncio.to_thread(_people, services, ns, live)
     context = {
+        **people_context(people, ns.persona_id),
         "listing": listing,
-        "people": people,
         "personas": list(services.personas),
         "persona_id": ns.persona_id,
         "categories": CATEGORIES,
         "sorts": SORTS,
     }
     return render(request, "_memory_list.html" if partial else "memories.html", context)
+
+
+# --- People & pets: edit, merge, delete ------------------------------------------------
+
+
+def _aliases(text: str) -> list[str]:
+    """ "Tommy, Tom-Tom，汤姆、小汤": names split at commas of either script."""
+    for comma in ("，", "、", ";"):
+        text = text.replace(comma, ",")
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+async def _people_changed(
+    request: Request,
+    services: Services,
+    ns: Namespace,
+    *,
+    status: str,
+    opened: str | None = None,
+    memories_changed: bool = False,
+) -> Response:
+    """The People & pets section as it now reads (``status``: said to screen readers)."""
+    people = await asyncio.to_thread(_people, services, ns, None)
+    context = people_context(people, ns.persona_id, status=status, opened=opened or "")
+    headers = {"HX-Trigger": "memories-changed"} if memories_changed else None
+    return render(request, "_people.html", context, headers=headers)
+
+
+@contextmanager
+def _entity_errors() -> Iterator[None]:
+    """The REST functions' errors and refused input, as inline messages."""
+    try:
+        with _store_errors():
+            yield
+    except APIError as exc:
+        raise UiError(exc.status, exc.message[:1].upper() + exc.message[1:] + ".") from None
+    except ValidationError as exc:
+        reason = "; ".join(str(e.get("msg", "invalid")) for e in exc.errors()[:3])
+        raise UiError(400, f"Not saved: {reason}.") from None
+
+
+@router.post("/ui/people/{persona_id}/{key}", response_class=HTMLResponse)
+async def edit_entity(
+    request: Request,
+    persona_id: str,
+    key: str,
+    auth: UiWriter,
+    relation: Annotated[str, Form(max_length=MAX_RELATION)],
+    kind: Annotated[Literal["person", "pet"], Form()],
+    name: Annotated[str, Form(max_length=MAX_ENTITY_NAME)] = "",
+    aliases: Annotated[str, Form(max_length=MAX_ALIASES * (MAX_ENTITY_NAME + 2))] = "",
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    with _entity_errors():
+        fields: dict[str, Any] = {"relation": relation, "kind": kind, "aliases": _aliases(aliases)}
+        if name.strip():  # an empty name keeps the one it has (or none)
+            fields["name"] = name
+        body = EntityPatch(**fields)
+        entity = await asyncio.to_thread(patch_entity, services, ns, key, body)
+    log.info("ui: entity %s edited in %s", entity.key, ns.key)
+    return await _people_changed(
+        request, services, ns, status=f"Saved {entity.name or entity.relation}.", opened=entity.key
+    )
+
+
+@router.post("/ui/people/{persona_id}/{key}/merge", response_class=HTMLResponse)
+async def merge_entity(
+    request: Request,
+    persona_id: str,
+    key: str,
+    auth: UiWriter,
+    other: Annotated[str, Form(max_length=100)] = "",
+) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    if not other:
+        raise UiError(400, "Choose the entry that is the same one.")
+    with _entity_errors():
+        body = EntityMerge(into=key, entities=[other])
+        entity = await asyncio.to_thread(merge_entities, services, ns, body)
+    label = entity.name or entity.relation
+    return await _people_changed(
+        request, services, ns, status=f"Merged into {label}.", opened=entity.key
+    )
+
+
+@router.post("/ui/people/{persona_id}/{key}/delete", response_class=HTMLResponse)
+async def delete_entity_ui(request: Request, persona_id: str, key: str, auth: UiWriter) -> Response:
+    services = services_of(request)
+    ns = _namespace(services, auth.user, persona_id)
+    with _entity_errors():
+        deleted = await asyncio.to_thread(delete_entity, services, ns, key)
+    noun = "memory" if deleted.forgotten == 1 else "memories"
+    return await _people_changed(
+        request,
+        services,
+        ns,
+        status=f"Deleted; {deleted.forgotten} {noun} forgotten.",
+        memories_changed=True,
+    )
 
 
 # export and import come before the /{memory_id} routes, which would match their paths.
