@@ -52,7 +52,8 @@ class Reply:
     ``status`` other than 200 answers with an OpenAI error body (``error_message``) and,
     when ``retry_after_ms`` is set, a ``retry-after-ms`` header (the SDK honours it, which
     keeps retry tests fast). ``hang`` never answers (until the server stops); ``hold``
-    answers only once that event is set (or the server stops);
+    answers only once that event is set (or the server stops); ``arrived`` is set when a
+    request takes this reply (a test waits for it instead of polling ``requests``);
     ``drop_after`` closes the socket after that many content chunks; ``stall_after``
     stops sending (without closing) after that many content chunks; ``error_event_after``
     sends an OpenAI error object as an SSE event after that many, then ``[DONE]``. ``usage`` is sent
@@ -70,6 +71,7 @@ class Reply:
     retry_after_ms: int | None = None
     hang: bool = False
     hold: threading.Event | None = None
+    arrived: threading.Event | None = None
     drop_after: int | None = None
     stall_after: int | None = None
     error_event_after: int | None = None
@@ -205,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(scripted.reject_status, message, headers={"retry-after-ms": "1"})
             return
         reply = scripted._next_reply()
+        if reply.arrived is not None:
+            reply.arrived.set()
         if reply.hang:
             scripted._stopping.wait()
             self.close_connection = True

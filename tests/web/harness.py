@@ -11,6 +11,7 @@ with AppHarness(tmp_path) as h:          # chat + hippocampus: scripted OpenAI s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -111,7 +112,8 @@ class AppHarness:
                 ws="websockets-sansio",
             )
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -119,6 +121,24 @@ class AppHarness:
                 raise RuntimeError("the app did not start")
             time.sleep(0.01)
         return self
+
+    def _serve(self) -> None:
+        """``uvicorn.Server.run``, keeping the app's event loop for ``drain``."""
+
+        async def serve() -> None:
+            self.loop = asyncio.get_running_loop()
+            await self.server.serve()
+
+        with asyncio.Runner(loop_factory=self.server.config.get_loop_factory()) as runner:
+            runner.run(serve())
+
+    def drain(self, timeout_s: float = 30.0) -> None:
+        """Wait until the engine's background work is done (merges, a redo's short-term
+        patch, read-aheads): what a request left running has then happened, so a test
+        checks it, or its absence, without sleeping. ``timeout_s`` only guards a hang."""
+        assert self.loop is not None, "the app is not running"
+        drained = asyncio.run_coroutine_threadsafe(self.services.engine.drain(), self.loop)
+        drained.result(timeout=timeout_s)
 
     @property
     def base_url(self) -> str:

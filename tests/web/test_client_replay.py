@@ -10,7 +10,7 @@ so the replay sends the default persona's id instead.
 from __future__ import annotations
 
 import json
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,12 +98,10 @@ def transcript(h: AppHarness, session_id: str) -> list[tuple[str, str]]:
 
 
 def wait_merged(h: AppHarness, session_id: str, reports: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(h.services.sessions.turn_reports(session_id)) < reports:
-        assert time.monotonic() < deadline, "the merge did not finish"
-        time.sleep(0.02)
-    # The short-term patch of a redo runs right after; give the loop a moment.
-    time.sleep(0.05)
+    """Every merge the requests so far started has ended (and a redo's short-term patch):
+    the session has exactly ``reports`` turn reports."""
+    h.drain()
+    assert len(h.services.sessions.turn_reports(session_id)) == reports
 
 
 def memories(h: AppHarness) -> list[str]:
@@ -141,7 +139,8 @@ def test_open_webui_conversation_is_one_session(h: AppHarness, forward_headers: 
     r, text = send(h, "openwebui/regenerate", forward_headers=forward_headers)
     assert r.status_code == 200 and r.headers["x-session-id"] == session
     assert text == "A tabby who owns the desk. Classic."
-    time.sleep(0.2)
+    h.drain()  # whatever the regeneration started has ended: no merge among it (below)
+    assert len(h.hippocampus.chat_requests) == runs
     assert transcript(h, session)[-2:] == [
         ("user", "Supervising, obviously. She's a 3 year old tabby and thinks the desk is hers."),
         ("assistant", "A tabby who owns the desk. Classic."),
@@ -302,7 +301,7 @@ def test_open_webui_older_task_prompts_are_stateless(h: AppHarness, task: str, a
     assert r.status_code == 200 and text == answer  # what Open WebUI parses
     assert "x-session-id" not in r.headers
     assert r.headers["x-limbic-stateless"].startswith("openwebui:")
-    time.sleep(0.2)  # a merge would have begun by now
+    h.drain()  # a merge the task had started would have run by now
     assert len(h.chat.chat_requests) == replies  # not shown to the persona
     assert len(h.hippocampus.chat_requests) == runs + 1  # the task; no merge
     sent = h.hippocampus.chat_requests[-1].body["messages"]
@@ -355,7 +354,7 @@ def test_sillytavern_swipe_replaces_the_reply_without_a_second_merge(h: AppHarne
     h.chat.enqueue(Reply(chunks=["Desk cats never apologise."]))
     r, text = send(h, "sillytavern/swipe")
     assert r.headers["x-session-id"] == session and text == "Desk cats never apologise."
-    time.sleep(0.2)
+    h.drain()  # the short-term patch of the swipe has run
     assert transcript(h, session)[-1] == ("assistant", "Desk cats never apologise.")
     assert len(transcript(h, session)) == 5
     assert len(h.hippocampus.chat_requests) == runs
@@ -482,22 +481,24 @@ def test_images_reach_a_chat_model_that_takes_them(h: AppHarness) -> None:
 def test_a_slow_task_never_holds_up_the_chat(h: AppHarness) -> None:
     """A client's task runs on the background model, outside the session's turn order: a
     chat turn sent while a title is still being generated is answered first."""
-    import threading
-
-    h.hippocampus.enqueue(Reply(chunks=['{ "title": "Mochi" }'], first_token_delay_s=3))
-    done = threading.Event()
+    # The title's answer is held until the chat turn is answered: no delay to outlast.
+    arrived, hold, done = threading.Event(), threading.Event(), threading.Event()
+    h.hippocampus.enqueue(Reply(chunks=['{ "title": "Mochi" }'], arrived=arrived, hold=hold))
+    titles: list[str] = []
 
     def title() -> None:
-        send(h, "openwebui/task_title")
+        titles.append(send(h, "openwebui/task_title")[1])
         done.set()
 
     worker = threading.Thread(target=title)
     worker.start()
-    while not h.hippocampus.chat_requests:  # the task has reached the background model
-        time.sleep(0.01)
-    h.chat.enqueue(Reply(chunks=[R1]))
-    r, text = send(h, "openwebui/chat_turn1")
-    assert r.status_code == 200 and text == R1
-    assert not done.is_set()  # the title is still being written
-    worker.join(timeout=30)
-    assert done.is_set()
+    try:
+        assert arrived.wait(timeout=30)  # the task has reached the background model
+        h.chat.enqueue(Reply(chunks=[R1]))
+        r, text = send(h, "openwebui/chat_turn1")
+        assert r.status_code == 200 and text == R1
+        assert not done.is_set()  # answered while the title is still being written
+    finally:
+        hold.set()
+        worker.join(timeout=30)
+    assert titles == ['{ "title": "Mochi" }']
