@@ -71,6 +71,20 @@ def test_chinese_and_english_names_meet_and_grandma_reaches_them(
     assert mooncakes["content"] in [m.content for m in recalled.memories]
 
 
+def test_keys_in_either_script_and_without_a_name(api: httpx.Client) -> None:
+    create(api, "用户的柯基叫豆豆，特别能吃。")
+    create(api, "The user's dog Pixel hates the vacuum cleaner.")
+    create(api, "The user's physio says no running on consecutive days.")
+    assert set(table(api)) == {"豆豆", "pixel", "~physio"}
+    r = api.patch(f"{URL}/豆豆", json={"aliases": ["Doudou"]})
+    assert r.status_code == 200 and r.json()["aliases"] == ["Doudou"]
+    r = api.patch(f"{URL}/~physio", json={"name": "Dr Lee"})
+    assert r.status_code == 200 and (r.json()["key"], r.json()["name"]) == ("~physio", "Dr Lee")
+    r = api.post(f"{URL}/merge", json={"into": "Doudou", "entities": ["pixel"]})
+    assert r.status_code == 200 and set(r.json()["aliases"]) == {"Doudou", "Pixel"}
+    assert set(table(api)) == {"豆豆", "~physio"}
+
+
 def test_rename_keeps_the_key_and_the_old_name_and_kind_can_be_set(api: httpx.Client) -> None:
     create(api, "The user's dog Pixel hates the vacuum cleaner.")
     r = api.patch(f"{URL}/pixel", json={"name": "Pixel the Pug"})
