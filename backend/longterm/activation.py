@@ -240,12 +240,15 @@ class ActivationRetriever:
         query_text: str,
         pool: list[Memory],
         edits: Sequence[EntityEdit] = (),
-    ) -> tuple[list[Memory], str]:
+    ) -> tuple[list[Memory], str, frozenset[str]]:
         """The pool and the query, widened to the entities the message names by relation
-        (module docstring); unchanged when it names none, or none has a name."""
+        (module docstring); unchanged when it names none, or none has a name. Third: the
+        ids of the pool's memories that hold one of those names, which the message speaks
+        for through the relation (they clear the relevance floor: its cosine and keywords
+        cannot see that "Xiaoyu" is the sister)."""
         asked = asked_relations(query_text)
         if not asked:
-            return pool, query_text
+            return pool, query_text, frozenset()
         saying = self.text_matches(ns, surface_words(asked))
         # The entities the user edited may be reached by no relation word (one made "the
         # user's grandma" by hand, an alias "奶奶"): their names are looked up too.
@@ -256,7 +259,7 @@ class ActivationRetriever:
         flat = query_text.lower()
         names = [name for name in names_for(asked, table) if name.lower() not in flat]
         if not names:
-            return pool, query_text
+            return pool, query_text, frozenset()
         known = {m.id for m in pool}
         wider = list(pool)
         for memory in [*saying, *self.text_matches(ns, names)]:
@@ -264,7 +267,9 @@ class ActivationRetriever:
             if live and memory.id not in known:
                 known.add(memory.id)
                 wider.append(memory)
-        return wider, f"{query_text} ({' '.join(names)})"
+        lowered = [name.lower() for name in names]
+        named = frozenset(m.id for m in wider if any(n in m.content.lower() for n in lowered))
+        return wider, f"{query_text} ({' '.join(names)})", named
 
     def activate(
         self,
@@ -299,7 +304,7 @@ class ActivationRetriever:
                     waited_ms = max(0.0, (embedded_at - started) * 1e3)
             pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
             edits = self.edits(ns)
-            pool, query_text = self.through_entities(ns, query_text, pool, edits)
+            pool, query_text, named = self.through_entities(ns, query_text, pool, edits)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(
@@ -317,6 +322,7 @@ class ActivationRetriever:
             target_emotion=target_emotion,
             policy=chosen,
             stats=stats,
+            spoken_for=named,
             held=functools.partial(
                 held_below_floor,
                 now=now,

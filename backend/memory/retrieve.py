@@ -17,7 +17,7 @@ Two scoring modes (``RetrievalPolicy.mode``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -154,13 +154,15 @@ def retrieve(
     policy: RetrievalPolicy = RetrievalPolicy(),
     stats: CorpusStats | None = None,
     held: Callable[[Memory], bool] | None = None,
+    spoken_for: Collection[str] = (),
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
     ``stats``: the namespace's corpus statistics for the hybrid BM25 channel (``None``:
     computed over the pool); the limbic mode ignores them. ``held``: the memories kept
     below the hybrid relevance floor (e.g. a partial of :func:`held_below_floor`);
-    ``None``: none.
+    ``None``: none. ``spoken_for``: ids the message asks for in a way the channels do not
+    see (a relation whose person the memory names only by name): they clear the floor.
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -173,6 +175,7 @@ def retrieve(
             policy=policy,
             stats=stats,
             held=held,
+            spoken_for=spoken_for,
         )
     ranked = score_pool(
         live,
@@ -202,6 +205,7 @@ def _retrieve_hybrid(
     policy: RetrievalPolicy,
     stats: CorpusStats | None,
     held: Callable[[Memory], bool] | None,
+    spoken_for: Collection[str],
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -219,7 +223,8 @@ def _retrieve_hybrid(
     if policy.min_relevance > 0:
         kept_ranked = []
         for item in ranked:
-            if relevance_evidence(item.score, trust, weights) >= policy.min_relevance:
+            said = relevance_evidence(item.score, trust, weights)
+            if said >= policy.min_relevance or item.memory.id in spoken_for:
                 kept_ranked.append(item)
             elif held is not None and held(item.memory):
                 kept_ranked.append(item)
@@ -238,7 +243,13 @@ def _retrieve_hybrid(
     collapsed = tuple(item.memory.id for i, item in enumerate(window) if i not in kept_set)
     survivors = [window[i] for i in kept]
     distances = 1.0 - similarity[np.ix_(kept, kept)]
-    result = diversify(survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances)
+    if len(survivors) < 2:
+        # One memory cleared the floor: nothing to diversify, and nothing degraded.
+        result = Retrieval(items=tuple(survivors))
+    else:
+        result = diversify(
+            survivors, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances
+        )
     return Retrieval(
         items=result.items,
         gist=result.gist,

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from backend.memory.hybrid import score_hybrid
-from backend.memory.retrieve import diversify, held_below_floor, retrieve
+from backend.memory.retrieve import Retrieval, diversify, held_below_floor, retrieve
 from backend.memory.scoring import score_pool
 from backend.memory.types import RetrievalPolicy
 
@@ -277,3 +277,23 @@ def test_retrieve_explains_every_activated_memory_under_its_mode() -> None:
 def test_diversify_alone_explains_nothing() -> None:
     result = diversify([], k=3, lam=0.5)
     assert result.mode is None and dict(result.explanations) == {}
+
+
+def test_what_the_message_names_through_a_relation_clears_the_floor() -> None:
+    # "how is my sister doing?" and "Xiaoyu moved the wedding": no channel sees the sister.
+    axes = np.eye(4)
+    pool = [
+        memory("wedding", "Xiaoyu moved the wedding to December", vector=axes[1]),
+        memory("walks", "The user likes morning walks", vector=axes[2]),
+    ]
+    policy = RetrievalPolicy(k=8, mode="hybrid", min_relevance=0.3)
+
+    def recall(text: str, spoken_for: set[str]) -> Retrieval:
+        return retrieve(pool, now=NOW, query_text=text, query_vector=axes[0],
+                        target_emotion=None, policy=policy, spoken_for=spoken_for)  # fmt: skip
+
+    assert recall("how is my sister doing?", set()).items == ()
+    named = recall("how is my sister doing? (Xiaoyu)", {"wedding"})
+    # One memory left: returned as it is, not "degraded" for want of a second vector.
+    assert [item.memory.id for item in named.items] == ["wedding"]
+    assert named.degraded is None and named.held == ()

@@ -313,7 +313,10 @@ def test_hybrid_activation_collapses_restatements() -> None:
             "The user has a ginger cat named Dumpling",
         ])
     ]  # fmt: skip
-    other = _mem("o", "The user's sister lives in Osaka", vector=vectors[10], importance=0.8)
+    # A distinct fact the query still speaks for (cosine 0.6), so that the relevance floor
+    # keeps it: the collapse must leave it alone.
+    near = 0.6 * vectors[0] + 0.8 * vectors[10]
+    other = _mem("o", "The user's sister lives in Osaka", vector=near, importance=0.8)
     store.upsert(NS, [*restatements, other])
     activation = ltm.activate(NS, "how is Dumpling the cat", query_vector=vectors[0])
     ids = [m.id for m in activation.memories]
