@@ -201,7 +201,8 @@ async def write_long_term(
 async def reinforce_recalled(
     long_term: LongTermMemory, namespace: Namespace, memories: Sequence[Memory], session_id: str
 ) -> None:
-    """Reinforce the memories a turn used (activation's, or those its tools recalled)."""
+    """Reinforce the memories a turn used: the notes its prompt injected (``Turn.injected``),
+    or those its tools recalled."""
     used = [m.id for m in memories]
     if not used:
         return
