@@ -41,6 +41,17 @@ FACT = {
 }
 
 
+def test_every_client_fixture_is_replayed() -> None:
+    """Each fixture in tests/web/clients is sent to the app by a test here, by its name."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    missing = [
+        f"{path.parent.name}/{path.stem}"
+        for path in sorted(CLIENTS.glob("*/*.json"))
+        if f'"{path.parent.name}/{path.stem}"' not in source and f'"{path.stem}"' not in source
+    ]
+    assert missing == []
+
+
 def hippo(facts: list[dict[str, Any]]) -> Reply:
     body = {"background": "", "short_term": [], "long_term": facts, "user_emotion": None}
     return Reply(chunks=[json.dumps(body)])
@@ -259,11 +270,129 @@ def test_open_webui_sampling_parameters_reach_the_model(h: AppHarness) -> None:
             assert sent[key] == body[key], key
 
 
+def owui_turns(h: AppHarness) -> str:
+    """Turns 1 and 2 of the Open WebUI chat, merged (the fact written once); the session."""
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    session = send(h, "openwebui/chat_turn1")[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    assert send(h, "openwebui/chat_turn2")[0].headers["x-session-id"] == session
+    wait_merged(h, session, 2)
+    return session
+
+
+def test_open_webui_guided_regeneration_is_a_turn_after_the_old_reply(h: AppHarness) -> None:
+    """Guided regeneration ("regenerate with instructions"): the old reply stays in the
+    history and the guidance comes as a new user message, so it is the session's next
+    turn, merged once."""
+    session = owui_turns(h)
+    shorter = "Ha, fair. Give her a towel."
+    h.chat.enqueue(Reply(chunks=["Ha, fair.", " Give her a towel."]))
+    h.hippocampus.enqueue(hippo([]))
+    r, text = send(h, "openwebui/regenerate_guided")
+    assert r.status_code == 200 and text == shorter  # what Open WebUI shows
+    assert r.headers["x-session-id"] == session and len(sessions(h)) == 1
+    wait_merged(h, session, 3)
+    assert transcript(h, session)[-3:] == [
+        ("assistant", R2),  # the reply it was asked to redo is kept, as the client sent it
+        ("user", "Shorter please, and less advice-y."),
+        ("assistant", shorter),
+    ]
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert shown[-2:] == [
+        {"role": "assistant", "content": R2},
+        {"role": "user", "content": "Shorter please, and less advice-y."},
+    ]
+    assert memories(h) == [FACT["content"]]
+
+
+def test_open_webui_chat_turn_with_an_empty_task_header_is_a_turn(h: AppHarness) -> None:
+    """The connection header ``X-Limbic-Stateless: {{TASK}}`` expands to nothing on a chat
+    turn: an explicit "not stateless", so turn 2 goes on turn 1's session."""
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    session = send(h, "openwebui/chat_turn1", forward_headers=False)[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=[R2]))
+    h.hippocampus.enqueue(hippo([FACT]))
+    r, text = send(h, "openwebui/chat_turn_task_header_empty", forward_headers=False)
+    assert r.status_code == 200 and text == R2
+    assert "x-limbic-stateless" not in r.headers
+    assert r.headers["x-session-id"] == session and len(sessions(h)) == 1
+    wait_merged(h, session, 2)
+    assert [role for role, _ in transcript(h, session)] == ["user", "assistant"] * 2
+    assert memories(h) == [FACT["content"]]
+
+
+def test_open_webui_rag_template_before_the_question_is_a_chat_turn(h: AppHarness) -> None:
+    """A file attached: the RAG template ("### Task:" ... <context>) precedes the user's
+    question in their message. A chat turn of the session, not a task."""
+    h.chat.enqueue(Reply(chunks=[R1]))
+    h.hippocampus.enqueue(hippo([]))
+    session = send(h, "openwebui/chat_turn1", forward_headers=False)[0].headers["x-session-id"]
+    wait_merged(h, session, 1)
+    h.chat.enqueue(Reply(chunks=["Born in March 2022,", " so she is a young tabby."]))
+    r, text = send(h, "openwebui/rag_chat_turn", forward_headers=False)
+    assert r.status_code == 200 and text == "Born in March 2022, so she is a young tabby."
+    assert "x-limbic-stateless" not in r.headers and r.headers["x-session-id"] == session
+    shown = h.chat.chat_requests[-1].body["messages"][-1]
+    assert shown["role"] == "user" and "mochi_vet_card.txt" in shown["content"]
+    assert shown["content"].endswith("What does Mochi's vet card say about her age?")
+    wait_merged(h, session, 2)
+
+
 def test_open_webui_search_queries_before_the_reply_are_stateless(h: AppHarness) -> None:
     h.hippocampus.enqueue(Reply(chunks=['{ "queries": ["tabby cat desk"] }']))
     r, text = send(h, "openwebui/task_queries_web_search")
     assert r.status_code == 200 and json.loads(text) == {"queries": ["tabby cat desk"]}
     assert sessions(h) == [] and h.chat.chat_requests == []
+
+
+# Open WebUI 0.12.4's other tasks, each with what Open WebUI reads of the answer: a JSON
+# field (the text between the first "{" and the last "}"), or the emoji as it is.
+TASKS = [
+    ("task_title_header", "openwebui:title", '{ "title": "Mochi the Desk Cat" }',
+     ("title", "Mochi the Desk Cat")),
+    ("task_autocomplete", "openwebui:autocomplete", '{ "text": "keyboard again." }',
+     ("text", "keyboard again.")),
+    ("task_emoji", "openwebui:emoji", "\U0001f63c", None),
+    ("task_image_prompt", "openwebui:image_prompt",
+     '{ "prompt": "A tabby cat asleep on a desk beside a spilled coffee mug." }',
+     ("prompt", "A tabby cat asleep on a desk beside a spilled coffee mug.")),
+    ("task_queries_retrieval", "openwebui:queries", '{ "queries": ["tabby cat desk"] }',
+     ("queries", ["tabby cat desk"])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("task", "kind", "answer", "field"), TASKS)
+def test_open_webui_tasks_are_answered_statelessly(
+    h: AppHarness, task: str, kind: str, answer: str, field: tuple[str, Any] | None
+) -> None:
+    session = owui_turns(h)
+    before = transcript(h, session)
+    runs, replies = len(h.hippocampus.chat_requests), len(h.chat.chat_requests)
+    h.hippocampus.enqueue(Reply(chunks=[answer]))
+    h.hippocampus.default = hippo([FACT | {"content": "Mochi is a tabby"}])  # were it merged
+    r, text = send(h, f"openwebui/{task}")
+    assert r.status_code == 200 and r.headers["x-limbic-stateless"] == kind
+    assert "x-session-id" not in r.headers
+    if field is None:
+        assert text == answer
+    else:
+        key, value = field
+        assert json.loads(text[text.index("{") : text.rindex("}") + 1])[key] == value
+    h.drain()  # a merge the task had started would have run by now
+    assert len(h.chat.chat_requests) == replies  # not shown to the persona
+    assert len(h.hippocampus.chat_requests) == runs + 1  # the task; no merge
+    sent = h.hippocampus.chat_requests[-1].body
+    client = fixture(f"openwebui/{task}")["body"]
+    assert sent["messages"] == client["messages"]  # as the client sent it
+    if "max_tokens" in client:  # the emoji's 4 tokens
+        assert sent["max_tokens"] == client["max_tokens"]
+    assert len(sessions(h)) == 1 and transcript(h, session) == before
+    assert memories(h) == [FACT["content"]]
 
 
 # --- Open WebUI's task prompts from earlier releases -----------------------------------------
@@ -283,14 +412,7 @@ OLDER_TASKS = [
 
 @pytest.mark.parametrize(("task", "answer"), OLDER_TASKS)
 def test_open_webui_older_task_prompts_are_stateless(h: AppHarness, task: str, answer: str) -> None:
-    h.chat.enqueue(Reply(chunks=[R1]))
-    h.hippocampus.enqueue(hippo([]))
-    session = send(h, "openwebui/chat_turn1")[0].headers["x-session-id"]
-    wait_merged(h, session, 1)
-    h.chat.enqueue(Reply(chunks=[R2]))
-    h.hippocampus.enqueue(hippo([FACT]))
-    send(h, "openwebui/chat_turn2")
-    wait_merged(h, session, 2)
+    session = owui_turns(h)
     before = transcript(h, session)
     runs, replies = len(h.hippocampus.chat_requests), len(h.chat.chat_requests)
 
@@ -400,6 +522,29 @@ def test_sillytavern_group_nudge_asks_for_the_next_speaker(h: AppHarness) -> Non
         ("user", "There is! She is asleep on my keyboard right now."),
         ("assistant", "Juniper: Then let her sleep."),
     ]
+
+
+def test_sillytavern_names_in_content_are_kept_as_sent(h: AppHarness) -> None:
+    """names_behavior "Message content": every message starts with its speaker's name. The
+    names stay in the transcript and the prompt as sent, and memory still forms."""
+    said = "Alex: Hi Juniper! Mochi knocked my coffee off the desk again this morning."
+    h.chat.enqueue(Reply(chunks=["Juniper: Oh no,", " not again!"]))
+    coffee = FACT | {"content": "Mochi knocked the user's coffee off the desk again",
+                     "keywords": ["mochi", "coffee"]}  # fmt: skip
+    h.hippocampus.enqueue(hippo([coffee]))
+    r, text = send(h, "sillytavern/names_in_content")
+    assert r.status_code == 200 and text == "Juniper: Oh no, not again!"
+    session = r.headers["x-session-id"]
+    wait_merged(h, session, 1)
+    assert transcript(h, session) == [
+        ("assistant", "Juniper: *Juniper looks up from her book.* Evening, Alex. How was the day?"),
+        ("user", said),
+        ("assistant", "Juniper: Oh no, not again!"),
+    ]
+    shown = h.chat.chat_requests[-1].body["messages"]
+    assert shown[-1] == {"role": "user", "content": said}
+    assert "[Start a new Chat]" in shown[0]["content"]  # the card, after the persona's prompt
+    assert memories(h) == [coffee["content"]] and len(sessions(h)) == 1
 
 
 def test_sillytavern_post_history_instruction_comes_last(h: AppHarness) -> None:
