@@ -1,6 +1,9 @@
 """The relevance floor through a turn (issue 27, item 1; docs/memory-model.md, "Retrieval",
 step 3): only the memories the message speaks for are injected, plus pinned ones and
-salient health notes, and only what was injected for the message is reinforced."""
+salient health notes, and only what was injected for the message is reinforced. The
+rig's bag-of-words embedder gives unrelated words no cosine, so this checks the wiring;
+how well the local MiniLM tells the pug from the boss is measured in
+docs/benchmarks.md ("Relevance floor")."""
 
 from __future__ import annotations
 
