@@ -114,8 +114,10 @@ def _present(verb: str) -> str:
 # someone else's: another person or pet named (a relation word after a determiner, a name
 # after "met"/"with"/…), or both genders' pronouns in the note ("mixes up he and she").
 _SUBJECT = "you\x00"  # a "you" that was "she"/"he": its verb follows it
-_SWAPPED = {"she": _SUBJECT, "he": _SUBJECT, "him": "you", "hers": "yours"}
-_SWAPPED |= {"herself": "yourself", "himself": "yourself"}
+_SWAPPED = {
+    "she": _SUBJECT, "he": _SUBJECT, "him": "you", "hers": "yours", "herself": "yourself",
+    "himself": "yourself",
+}  # fmt: skip
 _PRONOUN = re.compile(r"\b(she's|he's|she|he|her|hers|herself|him|his|himself|their)\b")
 _OTHER_PERSON = re.compile(
     r"\b(?:her|his|their|the user's|a|an|the|my)\s(?:[a-z-]+\s)?(?:"
