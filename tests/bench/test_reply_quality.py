@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from backend.engine.turn_reply import lost_thread
 from backend.llm.port import Delta, Finish, Sampling, StreamingChatModel, TextDelta, ToolSpec
 from bench import reply_quality
 from bench._rig import REPO
@@ -124,8 +125,9 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     last = LAST_LINE.match(out.strip().splitlines()[-1])
     assert last is not None, out.strip().splitlines()[-1]
     # Per seed: 3 first turns + 3 ongoing + 21 probe-session turns + 1 safety; seed 1
-    # also 4 long-session turns. The refusal (joke) and the echo (venting) are shown
-    # after the guard's two retries, in the first and the ongoing session alike.
+    # also 4 long-session turns. The refusal (joke) is shown after the guard's two
+    # retries, in the first and the ongoing session alike; the echo (venting) never is:
+    # the last attempt's echo gives way to a plain request to go on.
     lines = (small_data.parent / "replies.jsonl").read_text(encoding="utf-8").splitlines()
     replies = [json.loads(line) for line in lines]
     assert len(replies) == 2 * (3 + 3 + 21 + 1) + 4
@@ -133,7 +135,10 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert {r["message"] for r in refusals} == {"tell me a joke about cats"}
     assert len(refusals) == 4
     assert float(last["refusal"]) == pytest.approx(4 / len(replies), abs=1e-3)
-    assert float(last["echo"]) > 0
+    assert float(last["echo"]) == 0
+    vent = [r for r in replies if r["message"] == "I had a rough day, my boss yelled at me"]
+    assert len(vent) == 4 and all(r["guard_retries"] == ["echo"] * 3 for r in vent)
+    assert all(r["text"] == lost_thread(r["message"]) for r in vent)
     # "Hi Priya!" to "hey, I'm Priya. long day." is asked again twice, then shown: the
     # judge counts what reached the user, first and ongoing session alike.
     bare = [r for r in replies if "unanswered:bare" in r["faults"]]

@@ -217,7 +217,9 @@ def check_untrusted_text(page: Any, h: AppHarness) -> None:
         Reply(chunks=[hippocampus_reply(background=f"bg {XSS}", content=f"fact {XSS}")])
     )
     h.chat.enqueue(Reply(chunks=["Sure ", XSS[:20], XSS[20:], " [x](javascript:alert(1))"]))
-    send(page, f"Remember {XSS} please")
+    # The message carries the <img> half only: a reply that said the whole message back
+    # would be an echo, which the reply guard stops (reply_guard.py).
+    send(page, f"Remember {XSS[XSS.index('<img') :]} please")
     last_reply(page).locator(".body", has_text="Sure").wait_for()
     page.locator("#memory-panel .activated-item").first.wait_for()
     page.reload()  # the stored transcript, the panel and the sidebar, rendered by the server
