@@ -16,11 +16,8 @@ import time
 
 import numpy as np
 
-from backend.embeddings.local_minilm import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_INTRA_OP_THREADS,
-    LocalMiniLMEmbedder,
-)
+from backend.embeddings.local_minilm import DEFAULT_BATCH_SIZE, LocalMiniLMEmbedder
+from backend.embeddings.onnx_encoder import DEFAULT_INTRA_OP_THREADS
 
 SUBJECTS = ["my cat", "my sister", "the trip to Kyoto", "my new job", "the piano", "tea"]
 QUESTIONS = ["what did I say about {}?", "do you remember {}?", "tell me about {} again"]

