@@ -29,6 +29,7 @@ from pydantic import (
 
 from backend.config.errors import ConfigError
 from backend.config.sources import base_dir
+from backend.embeddings.factory import LocalModel
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,9 @@ class EmbeddedHippocampus(EmbeddedChat):
 
 
 class EmbeddedEmbedding(_Embedded):
+    # The offline model (docs/configuration.md, "embedding"); None: the default one
+    # (backend.embeddings.factory.DEFAULT_LOCAL_MODEL). A change re-embeds the store.
+    model: LocalModel | None = None
     threads: int | None = Field(None, ge=1, le=512)  # None: onnxruntime decides
 
     _unset = field_validator("threads", mode="before")(zero_is_unset)

@@ -164,10 +164,10 @@ def _check_writable(directory: Path) -> None:
 def build_embedder(settings: Settings) -> Embedder:
     role = settings.embedding
     if role.provider == "embedded":
-        from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+        from backend.embeddings.factory import build_embedder as build_local
 
         try:
-            return LocalMiniLMEmbedder(intra_op_threads=role.threads)
+            return build_local("local", model=role.model, intra_op_threads=role.threads)
         except EmbedderUnavailable as exc:
             raise StartupError(str(exc)) from exc
     from backend.embeddings.openai_compat import OpenAICompatEmbedder
