@@ -9,7 +9,9 @@ Checks (docs/reliability.md, "``limbic-memory doctor``"):
 - the outbox (``<data_dir>/outbox.sqlite3``): SQLite integrity, queued and parked
   writes, and that every entry decodes;
 - the session database: SQLite ``PRAGMA integrity_check`` and the schema version, or, on
-  PostgreSQL, a connection and the schema version.
+  PostgreSQL, a connection and the schema version;
+- the embedding (``backend.cli.doctor_embedding``): which model made the store's vectors,
+  and a re-embedding's progress after the embedder was changed.
 
 ``--repair`` (embedded store): every readable record (text, metadata and the vector
 where it reads) is copied into a fresh directory next to the store; records whose vector
@@ -47,6 +49,7 @@ from backend.cli.doctor_checks import (
     check_store,
     guarded,
 )
+from backend.cli.doctor_embedding import check_embedding
 from backend.cli.doctor_repair import repair_store
 from backend.config import Settings
 
@@ -81,6 +84,7 @@ def run(
                 store,
                 guarded("outbox", check_outbox, settings),
                 guarded("session database", check_session_db, settings),
+                guarded("embedding", check_embedding, settings),
             ]
         finally:
             if lock is not None:

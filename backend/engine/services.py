@@ -28,6 +28,7 @@ from backend.clock import Clock, SystemClock
 from backend.config import EmbeddedHippocampus, OpenAIChat, OpenAIHippocampus, Settings
 from backend.data_dir_lock import DataDirBusy, DataDirLock, acquire_data_dir, needs_owner_lock
 from backend.embeddings.port import Embedder, EmbedderUnavailable
+from backend.engine.embedding_switch import NEXT_DIR, EmbeddingPlan, plan, settle_directories
 from backend.engine.turn import TurnEngine, TurnSettings
 from backend.llm.llama_model import all_threads
 from backend.llm.port import ChatModel, LLMError
@@ -39,6 +40,7 @@ from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
 from backend.sessions.store import SessionStore, SessionStoreError
 from backend.stores.change_feed import ChangeFeed, ChangeLoggingVectorStore, SharedLexicalIndex
+from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStore
 
@@ -61,6 +63,8 @@ class Services:
     # The data directory's owner lock (backend.data_dir_lock), held until close(); None
     # when the stores are shared by design (cluster).
     lock: DataDirLock | None = None
+    # The embedder switch (backend.engine.embedding_switch): its background re-embedding.
+    embedding: EmbeddingPlan | None = None
 
     @property
     def sessions(self) -> SessionStore:
@@ -181,6 +185,22 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=role.batch_size,
         max_retries=role.max_retries,
     )
+
+
+def _reembed_target(
+    settings: Settings, store: VectorStore, own_store: bool
+) -> Callable[[], VectorStore] | None:
+    """A new empty store of the same kind to re-embed into (embedding_switch), or None
+    for a store this cannot copy (a Chroma server, a cluster's, a test's own kind)."""
+    if settings.storage.database_url is not None:
+        return None
+    if own_store:
+        from backend.stores.chroma_store import ChromaVectorStore
+
+        return lambda: ChromaVectorStore.persistent(settings.storage.data_dir / NEXT_DIR)
+    if isinstance(store, InMemoryVectorStore):
+        return InMemoryVectorStore
+    return None
 
 
 def build_store(settings: Settings) -> VectorStore:
@@ -364,6 +384,7 @@ def build_services(
     embedder: Embedder | None = None,
     store: VectorStore | None = None,
     memory_ids: Callable[[], str] | None = None,
+    old_embedder: Callable[[str | None], Embedder | None] | None = None,
 ) -> Services:
     """Every component, wired. Raises ``StartupError`` with a clear message (also when
     another process owns the data directory). ``command``: for the owner record.
@@ -372,7 +393,9 @@ def build_services(
     the Services own it from then on (``aclose`` closes it). The data directory is locked
     as in production whatever is replaced: it still holds the outbox, so a test gives
     each build a data directory of its own. ``memory_ids``: new memory ids (a bench's
-    deterministic ones)."""
+    deterministic ones). ``old_embedder``: the embedder of a model the store's vectors
+    are recorded from, when it is not the configured one (backend.engine.embedding_switch;
+    default: the offline ones)."""
     clock = clock or SystemClock()
     limit_blas_threads()
     _check_writable(settings.storage.data_dir)
@@ -387,7 +410,16 @@ def build_services(
         except PersonaError as exc:
             raise StartupError(str(exc)) from exc
         embedder = build_embedder(settings) if embedder is None else embedder
+        own_store = store is None and settings.storage.chroma_url is None
+        if own_store:  # a finished re-embedding's store moves in place first
+            settle_directories(settings.storage.data_dir)
         store = build_store(settings) if store is None else store
+        embedding = plan(
+            settings, store, embedder, _reembed_target(settings, store, own_store),
+            own_store=own_store, old_embedder=old_embedder,
+        )  # fmt: skip
+        if own_store and embedding.target is not None:
+            embedding.store_dir = NEXT_DIR
         sessions = open_session_store(settings, clock)
         interrupted = sessions.mark_incomplete_pending()
         if interrupted:
@@ -398,11 +430,13 @@ def build_services(
             sessions.close()
             raise StartupError(str(exc)) from exc
         activation = settings.memory.activation_policy()
-        shared, lexical = cluster_wrapping(settings, sessions, store, activation.lexical_pool)
+        shared, lexical = cluster_wrapping(
+            settings, sessions, embedding.store, activation.lexical_pool
+        )
         ids = {} if memory_ids is None else {"id_factory": memory_ids}
         long_term = LongTermMemory(
             shared,
-            embedder,
+            embedding.embedder,
             clock,
             gate_policy=settings.memory.gate_policy(),
             activation=activation,
@@ -432,4 +466,5 @@ def build_services(
         if lock is not None:
             lock.release()
         raise
-    return Services(settings, engine, store, lock)
+    embedding.attach(long_term)
+    return Services(settings, engine, embedding.store, lock, embedding=embedding)

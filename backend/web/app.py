@@ -15,6 +15,7 @@ from backend.engine.maintenance import maintenance_loop
 from backend.engine.services import Services, build_services
 from backend.engine.warm_up import warm_up
 from backend.longterm.outbox_replay import outbox_loop
+from backend.longterm.reembed import reembed_loop
 from backend.web import (
     entities_api,
     health,
@@ -136,6 +137,9 @@ def create_app(
         replay = asyncio.ensure_future(outbox_loop(svc.long_term))
         # Local models load and read the shared prompt prefix now, not on the first turn.
         warming = asyncio.ensure_future(warm_up(svc.engine))
+        # A changed embedder re-embeds the store in the background (embedding_switch).
+        job = None if svc.embedding is None else svc.embedding.job
+        reembedding = None if job is None else asyncio.ensure_future(reembed_loop(job))
         try:
             # The MCP endpoint's session manager (streamable HTTP) runs for the app's lifetime.
             async with app.state.mcp.run():
@@ -144,6 +148,8 @@ def create_app(
             maintenance.cancel()
             replay.cancel()
             warming.cancel()
+            if reembedding is not None:
+                reembedding.cancel()  # stops at its next batch; the next start resumes
             await asyncio.gather(replay, return_exceptions=True)  # its pass in flight ends
             if owned:
                 await app.state.services.aclose()

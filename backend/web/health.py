@@ -5,6 +5,10 @@ met records the store could not read (tolerant reads, ``backend.stores.chroma_st
 the store still answers with the rest, so it does not make the status ``degraded``: run
 ``limbic-memory doctor`` (docs/reliability.md).
 
+``embedding`` names the model that embeds now and, after the embedder was changed,
+``reembedding``: the background re-embedding's progress (``backend.longterm.reembed``),
+or a ``note`` saying why the store stays on the old model.
+
 ``memory`` is whether memories are being formed and saved (``backend.engine.memory_health``):
 ``ok: false`` with a ``warning`` in words once a part failed several times in a row (the
 hippocampus, the store's writes, the embedder), which makes the status ``degraded``.
@@ -120,6 +124,8 @@ def check_dependencies(services: Services) -> dict[str, Any]:
         deps["session_db"] = {"ok": False, "error": type(exc).__name__}
     for name in ("chat", "hippocampus", "embedding"):
         deps[name] = _role(services, name)
+    if services.embedding is not None:  # the model, and a re-embedding's progress
+        deps["embedding"].update(services.embedding.status())
     # Whether memories are being formed and saved: the recent outcomes, not a probe (a
     # server can be up and turn every hippocampus request down).
     deps["memory"] = services.engine.memory_health.report()
