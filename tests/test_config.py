@@ -73,9 +73,11 @@ def test_engine_policies_match_the_engine_defaults(tmp_path: Path) -> None:
     memory = load(tmp_path, {}).memory
     assert memory.score_weights() == ScoreWeights()
     assert memory.hybrid_weights() == HybridWeights()
-    # The app defaults to the hybrid mode with a relevance floor (measured on the eval
-    # corpus: docs/memory-model.md); everything else is the engine's default.
-    assert memory.retrieval_policy() == RetrievalPolicy(mode="hybrid", min_relevance=0.15)
+    # The app defaults to the hybrid mode with a relevance floor and the reranking stage
+    # (measured: docs/memory-model.md, docs/benchmarks.md); the rest is the engine's default.
+    assert memory.retrieval_policy() == RetrievalPolicy(
+        mode="hybrid", min_relevance=0.15, rerank_n=20
+    )
     assert memory.gate_policy() == GatePolicy()
     activation = memory.activation_policy()
     assert activation.lexical_pool == 30 and activation.min_importance == 0.4
@@ -98,12 +100,18 @@ def test_hybrid_settings_become_policies(tmp_path: Path) -> None:
                 "same_fact": 0.7,
                 "min_relevance": 0.1,
                 "lexical_pool": 12,
+                "rerank_n": 12,
+                "rerank_weight": 0.5,
             }
         },
     ).memory
     policy = memory.retrieval_policy()
     assert (policy.hybrid.cosine, policy.hybrid.cjk_cosine) == (0.5, 1.0)
     assert (policy.same_fact, policy.min_relevance) == (0.7, 0.1)
+    assert (policy.rerank_n, policy.rerank_weight) == (12, 0.5)
+    assert load(tmp_path, {"memory": {"rerank_n": 0}}).memory.retrieval_policy().rerank_n == 0
+    with pytest.raises(ConfigError, match="rerank_weight"):
+        load(tmp_path, {"memory": {"rerank_weight": 1.5}})
     assert memory.activation_policy().lexical_pool == 12
     with pytest.raises(ConfigError, match="at least one hybrid channel weight"):
         load(

@@ -26,6 +26,7 @@ LAYERS = {
     "config": 2.5,  # config/, personas.py, persona_import.py: settings and cards
     "llm": 2,
     "embeddings": 2,
+    "reranking": 2,
     "stores": 2,
     "sessions": 2,
     "memory": 1,

@@ -145,6 +145,11 @@ class MemorySettings(Section):
     # and salient health notes aside: 0.15 is the highest floor that costs no recall on
     # the eval corpus (0.17: -0.017); an off-topic message then gets 3.7 notes, not 8.
     min_relevance: float = Field(0.15, **_UNIT)
+    # ... the top this many, after the floor, read again by the cross-encoder reranker
+    # (ms-marco-MiniLM-L-12-v2, installed by install.sh; 0: off, and it is not loaded) ...
+    rerank_n: int = Field(20, ge=0, le=200)
+    # ... its relevance blended into their final score at this weight (1: its order alone)
+    rerank_weight: float = Field(_RETRIEVAL.rerank_weight, **_UNIT)
     salient: SalientSettings = SalientSettings()
     gate: Gate = GatePolicy()
     short_term_token_budget: int = Field(1500, ge=100, le=200_000)

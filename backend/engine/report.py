@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.longterm.memory import Activation, WriteOutcome
-from backend.memory.explain import ScoreExplanation
+from backend.memory.explain import RERANK, ScoreExplanation
 from backend.memory.types import Emotion, Memory, ScoredMemory
 
 
@@ -38,6 +38,10 @@ def scored_item(item: ScoredMemory, explanation: ScoreExplanation | None = None)
             "final": round(s.final, 4),
         },
     }
+    listed = explanation is not None and any(c.channel == RERANK for c in explanation.channels)
+    if s.rerank is not None or listed:
+        # The cross-encoder's relevance, when the reranking stage ran (None: not read).
+        scored["score"]["rerank"] = None if s.rerank is None else round(s.rerank, 4)
     if explanation is not None:
         scored.update(explanation_part(explanation, scored["score"]["final"]))
     return scored
@@ -78,6 +82,11 @@ def activation_part(activation: Activation | None) -> dict[str, Any]:
             "pool": activation.pool_size,
             "degraded": activation.degraded or activation.retrieval.degraded,
             "gist_stage": None if gist is None else gist.stage,
+            # The reranking stage: the pairs the cross-encoder read and its time, or why
+            # it did not run ("off", "no reranker", "non-English message", ...).
+            "reranked": retrieval.reranked,
+            "rerank_ms": round(activation.rerank_ms, 2),
+            "rerank_skipped": retrieval.rerank_skipped,
         },
     }
 

@@ -19,9 +19,14 @@ join the query the ranking reads (``through_entities``). The user's edits of tha
 kept, the session store in the app), so "how's my grandma?" also reaches the facts of the
 names merged into her.
 
+The hybrid ranking's top ``rerank_n`` are read again by the cross-encoder handed in as
+``reranker`` (``backend.reranking``; ``None``: the stage is skipped), timed per activation
+(``Activation.rerank_ms``).
+
 Failure policy: activation never raises for runtime trouble: an unreachable store yields
 an empty activation with ``degraded`` set (the turn answers without recalled memories);
-an embedder that is down resolves the query embedding to no vector (keywords only).
+an embedder that is down resolves the query embedding to no vector (keywords only); a
+reranker that fails skips its stage for that turn (logged, ``rerank_skipped``).
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ from backend.memory.entities import (
 )
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords
+from backend.memory.rerank import Reranker
 from backend.memory.retrieve import Retrieval, held_below_floor, retrieve
 from backend.memory.types import ActivationPolicy, Memory, Namespace, RetrievalPolicy
+from backend.reranking.port import RerankerUnavailable
 from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
@@ -73,10 +80,35 @@ class Activation:
     # The people and pets the candidate pool names: what the prompt introduces a note's
     # names with ("Xiaoyu" → "your sister Xiaoyu": ``backend.memory.entities.introduce``).
     entities: tuple[Entity, ...] = ()
+    # The cross-encoder's time in this activation (part of ``search_ms``; 0 when skipped).
+    rerank_ms: float = 0.0
 
     @property
     def memories(self) -> list[Memory]:
         return [item.memory for item in self.retrieval.items]
+
+
+class TimedReranker:
+    """One activation's view of the reranker: it times the call and turns a model that
+    fails into ``None`` (the stage is then skipped for this turn), never an error."""
+
+    def __init__(self, inner: Reranker) -> None:
+        self.inner = inner
+        self.ms = 0.0
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def score(self, query: str, passages: Sequence[str]) -> Sequence[float] | None:
+        started = time.perf_counter()
+        try:
+            return self.inner.score(query, passages)
+        except RerankerUnavailable as exc:
+            log.warning("reranker unavailable, ranking without it this turn: %s", exc)
+            return None
+        finally:
+            self.ms += (time.perf_counter() - started) * 1e3
 
 
 def _edited_names(edit: EntityEdit) -> list[str]:
@@ -91,6 +123,7 @@ class ActivationRetriever:
     ``executor``: the threads the overlapping lookups run in (default: four, started on
     first use, so that concurrent turns do not queue behind each other).
     ``entity_edits``: the user's edits of a namespace's entity table (none without it).
+    ``reranker``: the cross-encoder of the hybrid ranking's top (none: that stage is off).
     """
 
     def __init__(
@@ -103,9 +136,11 @@ class ActivationRetriever:
         lexical: LexicalIndex | None = None,
         executor: ThreadPoolExecutor | None = None,
         entity_edits: EntityEdits | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store = store
         self.entity_edits = entity_edits
+        self.reranker = reranker
         self.embedder = embedder
         self.clock = clock
         self.policy = policy
@@ -314,6 +349,7 @@ class ActivationRetriever:
         chosen = policy or self.policy.retrieval
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         now = self.clock.now()
+        timed = None if self.reranker is None else TimedReranker(self.reranker)
         result = retrieve(
             pool,
             now=now,
@@ -329,6 +365,7 @@ class ActivationRetriever:
                 salient_days=self.policy.salient_days,
                 salient_min_importance=self.policy.salient_min_importance,
             ),
+            reranker=timed,
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
@@ -338,6 +375,7 @@ class ActivationRetriever:
         return Activation(
             result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded,
             entities=tuple(entity_table(pool, edits)),
+            rerank_ms=0.0 if timed is None else timed.ms,
         )  # fmt: skip
 
     def start_query_embedding(self, text: str) -> QueryEmbedding | None:

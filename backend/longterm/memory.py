@@ -56,6 +56,7 @@ from backend.longterm.transfer import ImportReport, JsonlTransfer
 from backend.longterm.upkeep import DecayReport, Upkeep
 from backend.longterm.versions import VersionChains
 from backend.memory.hybrid import CorpusStats
+from backend.memory.rerank import Reranker
 from backend.memory.types import (
     ActivationPolicy,
     Candidate,
@@ -97,6 +98,7 @@ class LongTermMemory:
         lexical: LexicalIndex | None = None,
         outbox: WriteOutbox | None = None,
         entity_edits: EntityEdits | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         if lexical is None and activation.lexical_pool > 0:
             lexical = InMemoryLexicalIndex()
@@ -108,8 +110,9 @@ class LongTermMemory:
         locks = NamespaceLocks()
         self._vectors = vectors
         self._retriever = ActivationRetriever(
-            self._store, vectors, clock, activation, lexical=lexical, entity_edits=entity_edits
-        )
+            self._store, vectors, clock, activation, lexical=lexical,
+            entity_edits=entity_edits, reranker=reranker,
+        )  # fmt: skip
         self._writer = GatedWriter(
             self._store, vectors, clock, locks, gate_policy,
             neighbours=activation.gate_neighbours, new_id=id_factory,
@@ -143,6 +146,15 @@ class LongTermMemory:
     @embedder.setter
     def embedder(self, embedder: Embedder | None) -> None:
         self._vectors.embedder = embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The cross-encoder of activation's reranking stage (``None``: the stage is off)."""
+        return self._retriever.reranker
+
+    @reranker.setter
+    def reranker(self, reranker: Reranker | None) -> None:
+        self._retriever.reranker = reranker
 
     @property
     def activation(self) -> ActivationPolicy:

@@ -17,6 +17,9 @@ from backend.memory.scoring import DEFAULT_WEIGHTS
 from backend.memory.types import HybridWeights, ScoreBreakdown, ScoreWeights
 
 CHANNELS = ("recency", "importance", "relevance", "emotion", "cosine")
+#: The cross-encoder's channel (``backend.memory.rerank``): listed after ``CHANNELS`` only
+#: in a retrieval where the reranking stage ran.
+RERANK = "rerank"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +68,15 @@ class ScoreExplanation:
         return tuple(c.channel for c in self.channels if c.unused)
 
 
-def explain(mode: str, score: ScoreBreakdown, weights: Mapping[str, float]) -> ScoreExplanation:
+def explain(
+    mode: str,
+    score: ScoreBreakdown,
+    weights: Mapping[str, float],
+    channels_shown: tuple[str, ...] = CHANNELS,
+) -> ScoreExplanation:
     """A :class:`ScoreExplanation` of ``score`` from each channel's effective weight."""
     channels = []
-    for channel in CHANNELS:
+    for channel in channels_shown:
         value = getattr(score, channel)
         weight = float(weights.get(channel, 0.0)) if value is not None else 0.0
         if value is None or weight == 0.0:
@@ -102,7 +110,10 @@ def explain_limbic(
 
 
 def explain_hybrid(
-    score: ScoreBreakdown, trust: float, weights: HybridWeights = DEFAULT_HYBRID
+    score: ScoreBreakdown,
+    trust: float,
+    weights: HybridWeights = DEFAULT_HYBRID,
+    rerank_weight: float | None = None,
 ) -> ScoreExplanation:
     """Each channel's share of a hybrid ``final`` (module doc): ``w_cos * max(0, cosine)``,
     ``w_rel * relevance`` and ``w.channel * channel``, all over the sum of the weights.
@@ -110,18 +121,24 @@ def explain_hybrid(
     ``trust`` is the query's :func:`cosine_trust` (the memory's own is 0 when its cosine is
     MISSING: the whole cosine weight then counts on the lexical channel). A channel of
     weight 0 (recency and emotion by default) is unused.
+
+    ``rerank_weight``: the memory's blend weight ``w`` in the reranking stage
+    (``backend.memory.rerank``; ``None``: the stage did not run, and no rerank channel is
+    listed). The hybrid channels then count ``1 - w`` of their weights and the rerank
+    channel ``w * rerank``; a memory the model did not read shows it missing.
     """
     w = weights
     t = trust if score.cosine is not None else 0.0
     total = weight_total(w)
-    return explain(
-        "hybrid",
-        score,
-        {
-            "cosine": t * w.cosine / total,
-            "relevance": (w.relevance + (1.0 - t) * w.cosine) / total,
-            "importance": w.importance / total,
-            "recency": w.recency / total,
-            "emotion": w.emotion / total,
-        },
-    )
+    r = 0.0 if rerank_weight is None else rerank_weight
+    scale = (1.0 - r) / total
+    effective = {
+        "cosine": t * w.cosine * scale,
+        "relevance": (w.relevance + (1.0 - t) * w.cosine) * scale,
+        "importance": w.importance * scale,
+        "recency": w.recency * scale,
+        "emotion": w.emotion * scale,
+    }
+    if rerank_weight is None:
+        return explain("hybrid", score, effective)
+    return explain("hybrid", score, {**effective, RERANK: r}, (*CHANNELS, RERANK))

@@ -10,9 +10,10 @@ Two scoring modes (``RetrievalPolicy.mode``):
 - ``hybrid`` (the app's default, docs/memory-model.md): ``backend.memory.hybrid`` scores
   cosine + BM25 + importance, memories whose relevance evidence is below
   ``min_relevance`` are dropped unless ``held`` (pinned, or a health note within the
-  salient rule: :func:`held_below_floor`), restatements of a better-scored memory are
-  collapsed (``same_fact``), and GIST runs over the survivors with the same "fact"
-  distance.
+  salient rule: :func:`held_below_floor`), the top ``rerank_n`` are read again by the
+  injected cross-encoder (``backend.memory.rerank``), restatements of a better-scored
+  memory are collapsed (``same_fact``), and GIST runs over the survivors with the same
+  "fact" distance.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from backend.memory.explain import ScoreExplanation, explain_hybrid, explain_limbic
 from backend.memory.gist import GistResult, distance_matrix, gist_select
 from backend.memory.hybrid import CorpusStats, cosine_trust, relevance_evidence, score_hybrid
+from backend.memory.rerank import Reranker, rerank
 from backend.memory.restatements import collapse_restatements, fact_similarities
 from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
@@ -58,6 +60,10 @@ class Retrieval:
     held: tuple[str, ...] = ()
     mode: str | None = None
     explanations: Mapping[str, ScoreExplanation] = field(default_factory=dict)
+    # hybrid: the pairs the cross-encoder read, or why the reranking stage did not run
+    # ("off" when the policy's ``rerank_n`` is 0).
+    reranked: int = 0
+    rerank_skipped: str | None = None
 
 
 def held_below_floor(
@@ -155,6 +161,7 @@ def retrieve(
     stats: CorpusStats | None = None,
     held: Callable[[Memory], bool] | None = None,
     spoken_for: Collection[str] = (),
+    reranker: Reranker | None = None,
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
@@ -163,6 +170,7 @@ def retrieve(
     below the hybrid relevance floor (e.g. a partial of :func:`held_below_floor`);
     ``None``: none. ``spoken_for``: ids the message asks for in a way the channels do not
     see (a relation whose person the memory names only by name): they clear the floor.
+    ``reranker``: the hybrid mode's cross-encoder (``None``: the stage is skipped).
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -176,6 +184,7 @@ def retrieve(
             stats=stats,
             held=held,
             spoken_for=spoken_for,
+            reranker=reranker,
         )
     ranked = score_pool(
         live,
@@ -206,6 +215,7 @@ def _retrieve_hybrid(
     stats: CorpusStats | None,
     held: Callable[[Memory], bool] | None,
     spoken_for: Collection[str],
+    reranker: Reranker | None,
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -234,6 +244,9 @@ def _retrieve_hybrid(
         ranked = kept_ranked
     if policy.k <= 0 or not ranked:
         return Retrieval(items=(), below_relevance=below, mode="hybrid")
+    reranked = rerank(ranked, query_text, reranker, n=policy.rerank_n, weight=policy.rerank_weight)
+    ranked = list(reranked.ranked)
+    blend = reranked.weights if reranked.skipped is None else {}
     window = ranked[: DIVERSITY_WINDOW * policy.k]
     similarity, same = fact_similarities(
         [item.memory for item in window], stats, weights, cosine_min=policy.same_fact_cosine
@@ -259,6 +272,11 @@ def _retrieve_hybrid(
         held=tuple(item.memory.id for item in result.items if item.memory.id in held_ids),
         mode="hybrid",
         explanations={
-            item.memory.id: explain_hybrid(item.score, trust, weights) for item in result.items
+            item.memory.id: explain_hybrid(
+                item.score, trust, weights, blend.get(item.memory.id) if blend else None
+            )
+            for item in result.items
         },
+        reranked=reranked.scored,
+        rerank_skipped=reranked.skipped,
     )

@@ -168,7 +168,10 @@ class HybridWeights:
 
 @dataclass(frozen=True, slots=True)
 class ScoreBreakdown:
-    """Every channel of one memory's score; ``cosine`` is ``None`` when MISSING, never 0."""
+    """Every channel of one memory's score; ``cosine`` is ``None`` when MISSING, never 0.
+
+    ``rerank``: the cross-encoder's relevance in [0, 1] (``backend.memory.rerank``), ``None``
+    where it did not read the memory; ``final`` then includes its share."""
 
     recency: float
     importance: float
@@ -177,6 +180,7 @@ class ScoreBreakdown:
     cosine: float | None
     base: float
     final: float
+    rerank: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +211,10 @@ class RetrievalPolicy:
     # hybrid: memories whose relevance evidence (cosine and lexical, in [0, 1]) is below
     # this are not activated at all (an off-topic message recalls little or nothing).
     min_relevance: float = 0.0
+    # hybrid: the top ``rerank_n`` (after the floor) are read again by the cross-encoder
+    # (``backend.memory.rerank``), its relevance blended in at ``rerank_weight``; 0: off.
+    rerank_n: int = 0
+    rerank_weight: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
