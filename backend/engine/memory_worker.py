@@ -277,11 +277,14 @@ class MemoryWorker:
         self._switch_contract_if_failing()
         await asyncio.gather(*(p.activated for p in mine))
         recalled: list[Memory] = [m for p in mine for m in p.activated.result()]
+        # The user messages the run read: where its memories come from (issue 30).
+        said = [(m.id, m.content) for g in batch for m in g.messages if m.role == "user"]
         writes = engine.spawn(
             write_long_term(
-                engine, seen, newest.user_text, persona, result, namespace, recalled, session_id
+                engine, seen, newest.user_text, persona, result, namespace, recalled, session_id,
+                said,
             )
-        )
+        )  # fmt: skip
         await asyncio.gather(*(p.reply_done for p in mine))
         through = newest.last_seq
         if newest.turn_id in own:  # its reply is ours: what was stored, and where

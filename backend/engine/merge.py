@@ -41,9 +41,11 @@ from backend.hippocampus.compact import (
 )
 from backend.llm.port import Completion, LLMError, LLMStreamInterrupted
 from backend.longterm.memory import LongTermMemory, WriteOutcome
+from backend.memory.provenance import formed_from
 from backend.memory.screening import Screened, accepted, screen
 from backend.memory.types import GatePolicy, Memory, Namespace
 from backend.personas import Persona
+from backend.sessions.store import SourceLink
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ async def write_long_term(
     namespace: Namespace,
     recalled: Sequence[Memory],
     session_id: str,
+    sources: Sequence[tuple[int, str]] = (),
 ) -> tuple[list[WriteOutcome], str | None]:
     """Long-term candidates → save gate → store, as soon as the hippocampus is in.
 
@@ -169,6 +172,9 @@ async def write_long_term(
     candidates in the outbox (``queue`` outcomes, replayed later by
     ``backend.longterm.outbox_replay.outbox_loop``); only a write that could be neither
     applied nor queued is reported as ``write_error``.
+
+    ``sources``: the user messages the run read, ``(id, text)``; each memory written or
+    reinforced records those it was formed from (``record_provenance``).
     """
     if result is None or not result.long_term:
         return [], None
@@ -192,10 +198,37 @@ async def write_long_term(
             source_session=session_id,
             gate_policy=persona.gate_policy,  # None: the configured one
         )
-        return outcomes + rejected, None
     except Exception as exc:
         log.exception("long-term write failed for session %s", session_id)
         return [], type(exc).__name__
+    await record_provenance(engine, namespace, outcomes, sources)
+    return outcomes + rejected, None
+
+
+async def record_provenance(
+    engine: EngineParts,
+    namespace: Namespace,
+    outcomes: Sequence[WriteOutcome],
+    sources: Sequence[tuple[int, str]],
+) -> None:
+    """Each memory the gate wrote or reinforced, with the messages it was formed from
+    (``backend.memory.provenance``; ``SessionStore.record_sources``). A failure is logged:
+    the memory stays, without provenance, like one formed before it existed."""
+    links = [
+        SourceLink(o.memory_id, ids, existing=o.action == "reinforce")
+        for o in outcomes
+        if o.memory_id and o.action in ("write", "supersede", "reinforce")
+        for ids in [formed_from(o.content, sources)]
+        if ids
+    ]
+    if not links:
+        return
+    try:
+        await asyncio.to_thread(
+            engine.sessions.record_sources, namespace.user_id, namespace.persona_id, links
+        )
+    except Exception:
+        log.exception("could not record where %d memories came from", len(links))
 
 
 async def reinforce_recalled(

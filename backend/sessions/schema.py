@@ -121,14 +121,53 @@ _V5 = (
     )""",
 )
 
+# Version 6: where each memory came from, and a reply's alternatives (issue 30).
+# ``memory_sources``: one row per (memory, user message it was formed from); a NULL
+# ``message_id`` is a source that is no message of the store (the message's session was
+# deleted, or the memory existed before the message reinforced it): such a row is never
+# retracted, so the memory is never removed for want of support
+# (backend.sessions.provenance). Memories from before this version have no rows: nothing
+# is known of where they came from, and editing or deleting messages leaves them alone.
+# ``reply_versions``: the texts a reply had, regenerated (backend.sessions.reply_versions);
+# ``messages.shown_version`` says which of them the transcript shows (NULL: it has none).
+_V6 = (
+    """CREATE TABLE memory_sources (
+        user_id TEXT NOT NULL,
+        persona_id TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        message_id {bigint} REFERENCES messages (id) ON DELETE SET NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX memory_sources_by_memory ON memory_sources (user_id, persona_id, memory_id)",
+    "CREATE INDEX memory_sources_by_message ON memory_sources (message_id)",
+    """CREATE TABLE reply_versions (
+        message_id {bigint} NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+        version INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (message_id, version)
+    )""",
+    "ALTER TABLE messages ADD COLUMN shown_version INTEGER",
+)
+
 _MIGRATIONS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "sqlite": (_SQLITE_V1, tuple(s.format(real="REAL") for s in _V2), _V3, _V4, _V5),
+    "sqlite": (
+        _SQLITE_V1,
+        tuple(s.format(real="REAL") for s in _V2),
+        _V3,
+        _V4,
+        _V5,
+        tuple(s.format(bigint="INTEGER") for s in _V6),
+    ),
     "postgresql": (
         _POSTGRES_V1,
         tuple(s.format(real="DOUBLE PRECISION") for s in _V2),
         _V3,
         _V4,
         _V5,
+        tuple(s.format(bigint="BIGINT") for s in _V6),
     ),
 }
 SCHEMA_VERSION = len(_MIGRATIONS["sqlite"])

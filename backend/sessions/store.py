@@ -14,8 +14,10 @@ open. ``locks`` are the per-session locks that order turns across processes
 
 This module holds the store's lifecycle and the ``sessions`` rows themselves; the
 transcript's operations are in ``backend.sessions.transcript`` and the derived state and
-turn reports in ``backend.sessions.derived_state``, and the user's entity edits in
-``backend.sessions.entity_edits``, all mixed into ``SessionStore``.
+turn reports in ``backend.sessions.derived_state``, the user's entity edits in
+``backend.sessions.entity_edits``, the memories' sources in
+``backend.sessions.provenance`` and replies' versions in
+``backend.sessions.reply_versions``, all mixed into ``SessionStore``.
 
 Failure policy: a database that cannot be opened, or whose schema is newer than this
 code, raises at start (``SessionStoreError``). Calls about a session that does not exist
@@ -41,6 +43,7 @@ from backend.sessions.db import SessionDatabase, SessionStoreError
 from backend.sessions.derived_state import SessionDerivedState
 from backend.sessions.entity_edits import SessionEntityEdits
 from backend.sessions.locks import SessionLocks, session_locks
+from backend.sessions.provenance import MemorySource, SessionProvenance, SourceLink, Support
 from backend.sessions.records import (
     INTERRUPTED,
     MAX_SESSION_ID,
@@ -56,6 +59,7 @@ from backend.sessions.records import (
     session_from_row,
     stamp,
 )
+from backend.sessions.reply_versions import ReplyVersions, SessionReplyVersions
 from backend.sessions.schema import SCHEMA_VERSION, migrate, schema_version
 from backend.sessions.transcript import SessionTranscripts
 from backend.storable_text import storable
@@ -63,21 +67,31 @@ from backend.storable_text import storable
 __all__ = [
     "INTERRUPTED",
     "SCHEMA_VERSION",
+    "MemorySource",
     "Message",
+    "ReplyVersions",
     "Session",
     "SessionExists",
     "SessionNotFound",
     "SessionState",
     "SessionStore",
     "SessionStoreError",
+    "SourceLink",
     "StaleMerge",
+    "Support",
     "TurnReport",
 ]
 
 
-class SessionStore(SessionTranscripts, SessionDerivedState, SessionEntityEdits):
-    """Sessions, transcripts, derived state, turn reports and entity edits in one
-    database.
+class SessionStore(
+    SessionTranscripts,
+    SessionDerivedState,
+    SessionEntityEdits,
+    SessionProvenance,
+    SessionReplyVersions,
+):
+    """Sessions, transcripts, derived state, turn reports, entity edits, where memories
+    came from and replies' versions, in one database.
 
     ``target``: a SQLite file path (``":memory:"`` for tests) or a PostgreSQL URL
     (``postgresql://user:pass@host:5432/db``). Use as a context manager or call

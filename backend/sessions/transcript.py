@@ -12,6 +12,7 @@ it uses; its failure policy is the store's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from sqlalchemy import text
 
@@ -32,6 +33,7 @@ from backend.sessions.records import (
     parse_time,
     stamp,
 )
+from backend.sessions.reply_versions import keep_version
 from backend.storable_text import storable
 
 logger = logging.getLogger(__name__)
@@ -67,15 +69,21 @@ class SessionTranscripts:
         lock_row = " FOR UPDATE" if self.db.postgres else ""
         with self.db.write() as db:
             found = db.execute(
-                text(f"SELECT 1 FROM sessions WHERE id = :id{lock_row}"), {"id": session_id}
+                text(f"SELECT merged_seq FROM sessions WHERE id = :id{lock_row}"),
+                {"id": session_id},
             ).first()
             if found is None:
                 raise SessionNotFound(session_id)
-            seq = int(
-                db.execute(
-                    text("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = :id"),
-                    {"id": session_id},
-                ).scalar_one()
+            # Past the merged seq too: after the last messages were deleted
+            # (``delete_messages``), a new one must not take a seq already merged.
+            seq = 1 + max(
+                int(found[0]),
+                int(
+                    db.execute(
+                        text("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = :id"),
+                        {"id": session_id},
+                    ).scalar_one()
+                ),
             )
             message_id = int(
                 db.execute(
@@ -115,35 +123,94 @@ class SessionTranscripts:
         return self._finalise(message_id, content, status, error, pending_only=True)
 
     def replace_message(
-        self, message_id: int, content: str, status: Status, error: str | None = None
+        self,
+        message_id: int,
+        content: str,
+        status: Status,
+        error: str | None = None,
+        *,
+        keep_previous: bool = False,
     ) -> Message:
-        """Replace a finished reply's text (a regeneration, a continuation). Raises
-        ``KeyError`` for an unknown id."""
-        return self._finalise(message_id, content, status, error, pending_only=False)
+        """Replace a finished reply's text (a regeneration, a continuation). With
+        ``keep_previous`` (a regeneration), the text it had stays one of its versions
+        (``backend.sessions.reply_versions``). Raises ``KeyError`` for an unknown id."""
+        return self._finalise(
+            message_id, content, status, error, pending_only=False, keep=keep_previous
+        )
 
     def _finalise(
         self, message_id: int, content: str, status: Status, error: str | None, *,
-        pending_only: bool,
+        pending_only: bool, keep: bool = False,
     ) -> Message:  # fmt: skip
         check_choice(status, ("complete", "incomplete"), "a final status")
         content, error = storable(content), None if error is None else storable(error)
-        select = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id")
+        select = text(f"SELECT {MESSAGE_COLUMNS}, shown_version FROM messages WHERE id = :id")
         with self.db.write() as db:
             row = db.execute(select, {"id": message_id}).first()
             if row is None:
                 raise KeyError(message_id)
             if pending_only and row._mapping["status"] != "pending":
                 raise ValueError(f"message {message_id} is already {row._mapping['status']}")
+            now = stamp(self._clock.now())
+            shown = row._mapping["shown_version"]
+            if keep:
+                shown = keep_version(db, row._mapping, content, status, error, now)
+            elif shown is not None:  # a continuation of the version shown: it grows too
+                db.execute(
+                    text(
+                        "UPDATE reply_versions SET content = :c, status = :s, error = :e"
+                        " WHERE message_id = :id AND version = :v"
+                    ),
+                    {"c": content, "s": status, "e": error, "id": message_id, "v": shown},
+                )
             db.execute(
-                text("UPDATE messages SET content = :c, status = :s, error = :e WHERE id = :id"),
-                {"c": content, "s": status, "e": error, "id": message_id},
+                text(
+                    "UPDATE messages SET content = :c, status = :s, error = :e,"
+                    " shown_version = :v WHERE id = :id"
+                ),
+                {"c": content, "s": status, "e": error, "v": shown, "id": message_id},
             )
             db.execute(
                 text("UPDATE sessions SET updated_at = :now WHERE id = :id"),
-                {"now": stamp(self._clock.now()), "id": row._mapping["session_id"]},
+                {"now": now, "id": row._mapping["session_id"]},
             )
-            row = db.execute(select, {"id": message_id}).one()
+            row = db.execute(
+                text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = :id"), {"id": message_id}
+            ).one()
         return message_from_row(row)
+
+    def delete_messages(self, session_id: str, message_ids: Sequence[int]) -> list[Message]:
+        """Delete messages of the session (their versions go with them, their memory
+        sources become NULL rows unless retracted first: ``retract_sources``), and the
+        reports of turns left with no message; returns the messages deleted, in order."""
+        ids = [int(i) for i in dict.fromkeys(message_ids)]
+        if not ids:
+            return []
+        keys = {f"m{i}": value for i, value in enumerate(ids)}
+        where = f"session_id = :sid AND id IN ({', '.join(':' + k for k in keys)})"
+        params = {"sid": session_id, **keys}
+        with self.db.write() as db:
+            rows = db.execute(
+                text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY seq"), params
+            ).fetchall()
+            db.execute(text(f"DELETE FROM messages WHERE {where}"), params)
+            gone = [message_from_row(row) for row in rows]
+            for turn_id in {m.turn_id for m in gone if m.turn_id}:
+                left = db.execute(
+                    text("SELECT 1 FROM messages WHERE session_id = :sid AND turn_id = :turn"),
+                    {"sid": session_id, "turn": turn_id},
+                ).first()
+                if left is None:
+                    db.execute(
+                        text("DELETE FROM turn_reports WHERE session_id = :sid AND turn_id = :t"),
+                        {"sid": session_id, "t": turn_id},
+                    )
+            if gone:
+                db.execute(
+                    text("UPDATE sessions SET updated_at = :now WHERE id = :sid"),
+                    {"now": stamp(self._clock.now()), "sid": session_id},
+                )
+        return gone
 
     def transcript(self, session_id: str) -> list[Message]:
         """Every message of the session in ``seq`` order (empty for an unknown session)."""

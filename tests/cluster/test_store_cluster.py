@@ -182,7 +182,7 @@ def test_a_version_1_sqlite_database_upgrades_in_place(tmp_path: Path) -> None:
     old.commit()
     old.close()
     with SessionStore(path, clock()) as store:
-        assert store.schema_version == SCHEMA_VERSION == 5
+        assert store.schema_version == SCHEMA_VERSION == 6
         assert store.load_state("s1").background == "kept"
         assert store.load_state("s1").missed == ()  # version 3's column, defaulted
         # Version 4: what existed was merged (its turns are not waiting for a merge).

@@ -386,7 +386,7 @@ def test_a_version_4_store_migrates_to_entity_edits_without_loss(
         store.save_state("s1", "kept", [{"role": "user", "content": "hi"}], None, merged_seq=1)
         assert store.schema_version == 4
     with SessionStore(target, clock) as store:
-        assert store.schema_version == SCHEMA_VERSION == 5
+        assert store.schema_version == SCHEMA_VERSION == 6
         assert [m.content for m in store.transcript("s1")] == ["My friend Tom plays the bass."]
         assert store.load_state("s1").background == "kept"
         assert store.load_state("s1").merged_seq == 1
