@@ -12,7 +12,9 @@ The pipeline is sentence-transformers' ``CrossEncoder`` for this model: a BERT p
 tokens, one logit per pair; :meth:`CrossEncoderReranker.score` maps it to [0, 1] with
 the logistic function. The shipped ``tokenizer.json`` pads every input to 512 tokens:
 padding is turned off here and each batch is padded to its longest pair, after sorting
-the pairs by length (measured: several times faster on memories of a few words).
+the pairs by length (measured: several times faster on memories of a few words). The
+int8 model quantizes its activations per tensor at run time, so a pair's logit moves a
+little with the batch it runs in (up to 0.07, tests/reranking), never by much.
 
 English only: its vocabulary has few CJK characters (``backend.memory.rerank`` weighs
 CJK text down or leaves it out).
