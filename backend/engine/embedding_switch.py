@@ -180,14 +180,14 @@ def plan(
     embedder: Embedder | None,
     make_target: Callable[[], VectorStore] | None,
     *,
-    own_store: bool = True,
+    from_settings: bool = True,
     old_embedder: Callable[[str | None], Embedder | None] | None = None,
 ) -> EmbeddingPlan:
     """The store and embedder the app starts with (module doc, step 2). ``make_target``:
-    a new empty store to re-embed into (None: this store cannot be copied); ``own_store``:
-    the store is the data directory's own (False: a test's or a bench's, whose memories are
-    recorded as the configured embedder's); ``old_embedder``: builds the embedder of a
-    recorded model (tests pass theirs)."""
+    a new empty store to re-embed into (None: this store cannot be copied);
+    ``from_settings``: the store is the configuration's (False: a test's or a bench's,
+    whose memories are recorded as the configured embedder's); ``old_embedder``: builds
+    the embedder of a recorded model (tests pass theirs)."""
     data_dir = settings.storage.data_dir
     result = EmbeddingPlan(store, embedder, embedder, data_dir)
     if embedder is None:
@@ -196,7 +196,7 @@ def plan(
     record = read_record(data_dir)
     if record is None or record.model is None:
         embedded = settings.embedding.provider == "embedded"
-        legacy = LEGACY_EMBEDDED_MODEL if embedded and own_store else configured
+        legacy = LEGACY_EMBEDDED_MODEL if embedded and from_settings else configured
         if legacy != configured and not any(store.count(ns) for ns in store.namespaces()):
             legacy = configured  # nothing to re-embed
         record = EmbeddingRecord(legacy)
@@ -225,8 +225,8 @@ def plan(
         record = replace(record, target=configured, progress={})
         write_record(data_dir, record)
     result.record = record
-    result.store = SwitchingVectorStore(store)
     result.target = make_target()
+    result.store = SwitchingVectorStore(store, standby=result.target)
     log.info(
         "the store's vectors are from %s, the configured embedder is %s: re-embedding in the "
         "background (searching with %s meanwhile)",

@@ -410,13 +410,14 @@ def build_services(
         except PersonaError as exc:
             raise StartupError(str(exc)) from exc
         embedder = build_embedder(settings) if embedder is None else embedder
-        own_store = store is None and settings.storage.chroma_url is None
+        from_settings = store is None  # not a test's or a bench's
+        own_store = from_settings and settings.storage.chroma_url is None
         if own_store:  # a finished re-embedding's store moves in place first
             settle_directories(settings.storage.data_dir)
         store = build_store(settings) if store is None else store
         embedding = plan(
             settings, store, embedder, _reembed_target(settings, store, own_store),
-            own_store=own_store, old_embedder=old_embedder,
+            from_settings=from_settings, old_embedder=old_embedder,
         )  # fmt: skip
         if own_store and embedding.target is not None:
             embedding.store_dir = NEXT_DIR

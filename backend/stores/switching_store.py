@@ -38,8 +38,10 @@ class Written:
 class SwitchingVectorStore(ForwardingVectorStore):
     """``inner`` behind a lock for writes; thread-safe."""
 
-    def __init__(self, store: VectorStore) -> None:
+    def __init__(self, store: VectorStore, *, standby: VectorStore | None = None) -> None:
         super().__init__(store)
+        # The store that will take over (closed with this one until it has).
+        self.standby = standby
         # Re-entrant: ``held()`` owners may write through this store themselves.
         self._writes = threading.RLock()
         self._written: Written | None = None  # None: not tracking
@@ -71,7 +73,15 @@ class SwitchingVectorStore(ForwardingVectorStore):
         with self._writes:
             old, self.inner = self.inner, store
             self._written = None
+            self.standby = None
             return old
+
+    def close(self) -> None:
+        """Close ``inner`` and the standby store, those that can be closed."""
+        for store in (self.inner, self.standby):
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
 
     def _note(self, ns: Namespace, ids: Sequence[str]) -> None:
         if self._written is not None:

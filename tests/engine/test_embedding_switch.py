@@ -14,6 +14,8 @@ import io
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +23,12 @@ import pytest
 
 from backend.cli import doctor
 from backend.embeddings.port import Embedder, EmbedderUnavailable
-from backend.engine.embedding_switch import NEXT_DIR, STORE_DIR
+from backend.engine.embedding_switch import NEXT_DIR, STORE_DIR, plan
 from backend.engine.services import Services, build_services
 from backend.llm.fake import FakeChatModel
 from backend.longterm.reembed import read_record
 from backend.memory.keywords import extract_keywords
-from backend.memory.types import Namespace
+from backend.memory.types import Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.switching_store import SwitchingVectorStore
 from backend.web.health import check_dependencies
@@ -227,3 +229,23 @@ def test_the_same_embedder_changes_nothing_and_an_old_store_is_recorded(tmp_path
         assert "The user likes tea" in recalled(services, "tea")
     finally:
         services.close()
+
+
+def test_a_store_that_cannot_be_copied_stays_on_the_recorded_embedder(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = InMemoryVectorStore()
+    build(data, BagOfWordsEmbedder(), store=store).close()
+    settings = fake_settings(data)
+    when = datetime(2026, 5, 1, tzinfo=UTC)
+    tea = Memory("m1", "The user likes tea", "preference", 0.6, when, when)
+    store.upsert(NS, [replace(tea, embedding=BagOfWordsEmbedder().embed([tea.content])[0])])
+    result = plan(
+        settings, store, OtherEmbedder(), None, old_embedder=lambda model: BagOfWordsEmbedder()
+    )
+    assert result.job is None and result.target is None and result.store is store
+    assert result.embedder is not None and result.embedder.model == BagOfWordsEmbedder.model
+    assert result.note is not None and "not supported for this store" in result.note
+    assert result.status()["note"] == result.note
+    # Without the old model, recall goes by the memories' words, and the note says so.
+    keywords_only = plan(settings, store, OtherEmbedder(), None, old_embedder=lambda model: None)
+    assert keywords_only.embedder is None and "words only" in (keywords_only.note or "")
