@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,9 +244,13 @@ class Turn:
         assert target is not None
         content = self._base + self.reply
         sessions = self._engine.sessions
+        # A regeneration keeps the text it replaces as a version (swipes, the UI's ‹ 1/2 ›).
         await asyncio.to_thread(
-            sessions.replace_message, target.id, content, self.status, self.error
-        )
+            functools.partial(
+                sessions.replace_message, keep_previous=self.kind == "regenerate"
+            ),
+            target.id, content, self.status, self.error,
+        )  # fmt: skip
         self.reply_seq = target.seq
         self._engine.memory.replace_reply(self.session.id, target, content)
 

@@ -11,6 +11,8 @@ as unknown (404), so a user never learns whether someone else's memory exists.
 - get (with its version chain), create (stored as written: no save gate, embedded now),
   patch (a content edit re-embeds), delete (a version chain is spliced, so deleting the
   newest version makes the previous one live again).
+- sources: the user messages a memory was formed from (issue 30; none for memories
+  formed before they were recorded).
 - export: JSON Lines download; import: a multipart upload (field ``file``) or a raw
   JSON Lines body, counted as written / duplicates / invalid.
 
@@ -23,13 +25,16 @@ Failure policy: bad input → 400 before anything is stored; unknown persona or 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 
 from backend.engine.services import Services
 from backend.longterm.memory import LongTermMemory
@@ -303,7 +308,35 @@ def delete_memory(
         deleted = services.long_term.delete_memories(ns, [memory_id])
     if not deleted:
         raise _not_found()
+    services.sessions.forget_sources(ns.user_id, ns.persona_id, [memory_id])
     return Response(status_code=204)
+
+
+class SourceOut(BaseModel):
+    """A message a memory was formed from (issue 30); ``message_id`` null: a source that
+    is no message any more (its conversation was deleted) or from before sources were
+    kept."""
+
+    message_id: int | None
+    session_id: str | None
+    session_title: str | None
+    seq: int | None = Field(description="The message's seq in its session's transcript.")
+    content: str | None
+    created_at: datetime | None
+
+
+@router.get("/{memory_id}/sources")
+def memory_sources(
+    persona_id: PersonaId, memory_id: MemoryId, user: UserDep, services: ServicesDep
+) -> list[SourceOut]:
+    """The user messages this memory was formed from, oldest first: empty for a memory
+    formed before they were recorded (or by a memory tool, an import, by hand)."""
+    ns = namespace(services, user, persona_id)
+    with store_errors():
+        if services.long_term.get(ns, memory_id) is None:
+            raise _not_found()
+    found = services.sessions.memory_sources(ns.user_id, ns.persona_id, [memory_id])
+    return [SourceOut(**dataclasses.asdict(s)) for s in found.get(memory_id, [])]
 
 
 def _not_found() -> APIError:

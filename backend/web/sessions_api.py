@@ -1,4 +1,5 @@
-"""``/api/sessions``: the caller's conversations (list, read, rename, delete).
+"""``/api/sessions``: the caller's conversations (list, read, rename, delete), and their
+messages (delete a turn, edit a message and continue from it in a branch).
 
 A session of another user reads as unknown (404, never 403): its existence is not
 revealed. ``GET`` returns the whole transcript with the derived state (background,
@@ -10,21 +11,41 @@ on ``source_session``, so this reads every memory of the namespace (``iter_all``
 pass over the namespace, O(its memories), fine for one person's thousands. Memories the
 session only reinforced, or that another session created, are kept.
 
-Failure policy: bad input → 400; unknown session → 404; the long-term store unreachable
+``DELETE /{id}/messages/{seq}`` deletes a turn (a user message with its reply; a reply
+alone) and ``POST /{id}/messages/{seq}/edit`` continues from an edited user message in a
+branch, answered like a chat turn; either revises what the message formed: a memory
+formed only from it is removed, one also formed from another message stays
+(``backend.engine.revisions``). The answer says which, and why.
+
+Failure policy: bad input → 400; unknown session or message → 404; a turn whose
+memories are still being formed → 409 (repeat the call); the long-term store unreachable
 while forgetting → 503 and the session is kept (the call can be repeated).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Annotated
+from contextlib import AsyncExitStack
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, Field
 
 from backend.config import PERSONA_ID_PATTERN
+from backend.engine.revisions import (
+    NotMergedYet,
+    Revision,
+    delete_turn,
+    edit_request,
+    retract_for_edit,
+    save_revision_report,
+)
 from backend.engine.services import Services
+from backend.llm.port import LLMError
 from backend.memory.types import Namespace
-from backend.sessions.store import Session, SessionNotFound
+from backend.sessions.store import Message, Session, SessionNotFound
+from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.deps import ServicesDep, UserDep
 from backend.web.errors import APIError
 from backend.web.memories_api import MAX_OFFSET, store_errors
@@ -130,3 +151,108 @@ def delete_session(
         raise _not_found()
     log.info("session %s deleted (%d memories forgotten)", session.id, forgotten)
     return SessionDeleted(id=session.id, deleted=True, memories_deleted=forgotten)
+
+
+# --- a session's messages (issue 30) ------------------------------------------------------
+
+Seq = Annotated[int, Path(ge=1, description="The message's seq in the transcript.")]
+NOT_MERGED = "the turn's memories are still being formed; repeat the request in a moment"
+
+
+class RevisedOut(BaseModel):
+    id: str
+    content: str
+    reason: str
+
+
+class MessagesDeleted(BaseModel):
+    deleted: list[int] = Field(description="The seqs of the messages deleted.")
+    removed: list[RevisedOut] = Field(description="Memories formed only from them: deleted.")
+    kept: list[RevisedOut] = Field(description="Memories also formed from other messages.")
+
+
+class MessageEdit(BaseModel):
+    content: str = Field(min_length=1, description="The message's new text.")
+
+
+class MessageEdited(BaseModel):
+    session_id: str = Field(description="The branch the conversation continues in.")
+    reply: str
+    status: str
+    removed: list[RevisedOut] = Field(description="What the old text formed alone: deleted.")
+    kept: list[RevisedOut]
+
+
+def _revised(revision: Revision) -> dict[str, Any]:
+    report = revision.report()
+    return {"removed": report["removed"], "kept": report["kept"]}
+
+
+async def _message(services: Services, session: Session, seq: int) -> tuple[Message, list[Message]]:
+    transcript = await asyncio.to_thread(services.sessions.transcript, session.id)
+    found = next((m for m in transcript if m.seq == seq), None)
+    if found is None:
+        raise APIError(404, "message not found", "message_not_found")
+    return found, transcript
+
+
+def _merge_wait(services: Services) -> float:
+    return float(services.engine.settings.hippocampus_timeout_s) + 10.0
+
+
+@router.delete("/{session_id}/messages/{seq}")
+async def delete_message(
+    session_id: SessionId, seq: Seq, user: UserDep, services: ServicesDep
+) -> MessagesDeleted:
+    """Delete a turn: a user message with its reply (a reply alone when ``seq`` is one),
+    and the memories formed only from it."""
+    session = await asyncio.to_thread(_own_session, services, session_id, user)
+    message, _ = await _message(services, session, seq)
+    try:
+        revision = await delete_turn(
+            services.engine, session, message, merge_wait_s=_merge_wait(services)
+        )
+    except NotMergedYet:
+        raise APIError(409, NOT_MERGED, "not_merged_yet") from None
+    except VectorStoreUnavailable:
+        raise APIError(503, "the long-term store is unreachable", "store_unavailable") from None
+    deleted = [m.seq for m in revision.messages]
+    return MessagesDeleted(deleted=deleted, **_revised(revision))
+
+
+@router.post("/{session_id}/messages/{seq}/edit")
+async def edit_message(
+    session_id: SessionId, seq: Seq, body: MessageEdit, user: UserDep, services: ServicesDep
+) -> MessageEdited:
+    """Continue from an edited user message: a branch (a new session seeded with the
+    conversation before it) whose first turn is the new text, answered here; what the old
+    text formed alone is removed from memory. The original session is left as it was."""
+    limit = services.settings.server.max_message_chars
+    if len(body.content) > limit:
+        raise APIError(413, f"the message is longer than {limit} characters", "message_too_large")
+    session = await asyncio.to_thread(_own_session, services, session_id, user)
+    message, transcript = await _message(services, session, seq)
+    if message.role != "user":
+        raise APIError(400, "only a user message can be edited", "not_a_user_message")
+    try:
+        revision = await retract_for_edit(
+            services.engine, session, message, merge_wait_s=_merge_wait(services)
+        )
+    except NotMergedYet:
+        raise APIError(409, NOT_MERGED, "not_merged_yet") from None
+    except VectorStoreUnavailable:
+        raise APIError(503, "the long-term store is unreachable", "store_unavailable") from None
+    request = edit_request(session, transcript, message, body.content)
+    async with AsyncExitStack() as stack:
+        turn = await stack.enter_async_context(services.engine.turn(request))
+        await save_revision_report(services.engine, turn.session.id, revision)
+        title = f"{session.title or 'Conversation'} (edited)"[:200]
+        await asyncio.to_thread(services.sessions.rename, turn.session.id, user, title)
+        try:
+            async for _ in turn.stream():
+                pass
+        except LLMError:  # stored as incomplete, with the reason: said in ``status``
+            log.warning("session %s: the edited turn's reply failed", turn.session.id)
+    return MessageEdited(
+        session_id=turn.session.id, reply=turn.reply, status=turn.status, **_revised(revision)
+    )

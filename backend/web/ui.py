@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.web import ui_chat, ui_memories, ui_pages
+from backend.web import ui_chat, ui_memories, ui_messages, ui_pages
 from backend.web.ui_support import install_ui_handlers, make_templates
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ def mount_ui(app: FastAPI, frontend: Path = FRONTEND) -> None:
 
     install_ui_handlers(app)
     app.include_router(ui_chat.router)
+    app.include_router(ui_messages.router)
     app.include_router(ui_memories.router)
     app.include_router(ui_pages.router)
     app.mount("/static", StaticFiles(directory=frontend / "static"), name="static")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
@@ -34,7 +34,7 @@ from backend.engine.report import activation_part
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
 from backend.personas import Persona, UnknownPersona
-from backend.sessions.store import Message, Session
+from backend.sessions.store import Message, ReplyVersions, Session
 from backend.storable_text import unstorable_reason
 from backend.web.ui_support import (
     SECURITY_HEADERS,
@@ -83,6 +83,8 @@ def message_view(
         "created_at": _now(),
         "turn_id": None,
         "retry_text": retry_text,
+        "id": None,  # the stored message's: its controls need it (backend.web.ui_messages)
+        "versions": None,  # a regenerated reply's ReplyVersions
     }
     if message is not None:
         view.update(
@@ -92,13 +94,16 @@ def message_view(
             error=message.error,
             created_at=message.created_at,
             turn_id=message.turn_id,
+            id=message.id,
         )
     view.update(fields)
     view["stopped"] = view["status"] == "incomplete" and view["error"] == GONE
     return view
 
 
-def transcript_views(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def transcript_views(
+    messages: Sequence[Message], versions: Mapping[int, ReplyVersions] | None = None
+) -> list[dict[str, Any]]:
     views = []
     last_user: str | None = None
     for message in messages:
@@ -106,15 +111,24 @@ def transcript_views(messages: Sequence[Message]) -> list[dict[str, Any]]:
             last_user = message.content
         if message.role in ("user", "assistant"):
             retry = last_user if message.role == "assistant" else None
-            views.append(message_view(message, retry_text=retry))
+            found = (versions or {}).get(message.id)
+            views.append(message_view(message, retry_text=retry, versions=found))
     return views
 
 
-def _persona_of(services: Services, session: Session) -> Persona:
+async def stored_views(services: Services, session_id: str) -> list[dict[str, Any]]:
+    """The transcript's bubbles, with each regenerated reply's versions."""
+    messages = await asyncio.to_thread(services.sessions.transcript, session_id)
+    replies = [m.id for m in messages if m.role == "assistant"]
+    versions = await asyncio.to_thread(services.sessions.reply_versions, replies)
+    return transcript_views(messages, versions)
+
+
+def persona_of(services: Services, session: Session) -> Persona:
     return services.personas.get(session.persona_id) or services.personas.default
 
 
-async def _session_or_404(services: Services, session_id: str, user: str) -> Session:
+async def session_or_404(services: Services, session_id: str, user: str) -> Session:
     session = await asyncio.to_thread(services.sessions.get_session, session_id, user)
     if session is None:
         raise UiError(404, "This conversation does not exist (it may have been deleted).")
@@ -130,9 +144,12 @@ async def panel_context(
 ) -> dict[str, Any]:
     """The memory panel: background, short-term items and the last turn's report."""
     state = await asyncio.to_thread(services.sessions.load_state, session_id)
+    reports = [
+        r.report for r in await asyncio.to_thread(services.sessions.turn_reports, session_id)
+    ]
     if report is None:
-        reports = await asyncio.to_thread(services.sessions.turn_reports, session_id)
-        report = reports[-1].report if reports else None
+        report = reports[-1] if reports else None
+    report = with_revision(report, reports)
     return {
         "session_id": session_id,
         "background": state.background,
@@ -150,7 +167,24 @@ async def panel_context(
     }
 
 
-_REPORT_LISTS = ("activated", "written", "reinforced", "superseded", "rejected", "queued")
+_REPORT_LISTS = (
+    "activated", "written", "reinforced", "superseded", "rejected", "queued", "removed", "kept",
+)  # fmt: skip
+
+
+def with_revision(
+    report: dict[str, Any] | None, reports: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A turn's report with the revision saved just before it (an edit's: what the old
+    text formed that was removed, ``backend.engine.revisions``)."""
+    if report is None or report.get("revision"):
+        return report
+    ids = [r.get("turn_id") for r in reports]
+    at = ids.index(report.get("turn_id")) if report.get("turn_id") in ids else len(reports)
+    before = reports[at - 1] if at > 0 else None
+    if before is None or not before.get("revision") or report.get("removed"):
+        return report
+    return {**report, "removed": before.get("removed", []), "kept": before.get("kept", [])}
 
 
 def _report(report: dict[str, Any]) -> dict[str, Any]:
@@ -181,13 +215,19 @@ def _emotion(emotion: Any) -> dict[str, Any] | None:
 
 @router.get("/", response_class=HTMLResponse)
 async def chat_page(
-    request: Request, auth: UiReader, session: str | None = None, new: bool = False
+    request: Request,
+    auth: UiReader,
+    session: str | None = None,
+    new: bool = False,
+    turn: str | None = None,
 ) -> Response:
+    """The chat page; ``turn``: a turn begun elsewhere (an edit's branch) whose reply
+    this page streams."""
     services = services_of(request)
     sessions = await _sessions(services, auth.user)
     current: Session | None = None
     if session:
-        current = await _session_or_404(services, session, auth.user)
+        current = await session_or_404(services, session, auth.user)
     elif not new and sessions:
         current = sessions[0]
     context: dict[str, Any] = {
@@ -199,11 +239,19 @@ async def chat_page(
         "memory_warning": services.engine.memory_health.warning(),
     }
     if current is not None:
-        messages = await asyncio.to_thread(services.sessions.transcript, current.id)
+        views = await stored_views(services, current.id)
+        entry = registry(request).get(turn, auth.user) if turn else None
+        if entry is not None and not entry.claimed and entry.session_id == current.id:
+            # Its bubbles stream in below the rest (``_turn.html``).
+            user = next((v for v in views if v["turn_id"] == turn and v["role"] == "user"), None)
+            views = [v for v in views if v["turn_id"] != turn]
+            context.update(
+                turn_id=turn, user_message=user, entry=entry, retitled=None, streaming=True
+            )
         context.update(
             session_id=current.id,
-            persona=_persona_of(services, current),
-            messages=transcript_views(messages),
+            persona=persona_of(services, current),
+            messages=views,
             panel=await panel_context(services, current.id),
         )
     return render(request, "chat.html", context)
@@ -242,7 +290,7 @@ async def rename_session(
     title: Annotated[str, Form(max_length=MAX_TITLE)] = "",
 ) -> Response:
     services = services_of(request)
-    await _session_or_404(services, session_id, auth.user)
+    await session_or_404(services, session_id, auth.user)
     await asyncio.to_thread(services.sessions.rename, session_id, auth.user, title.strip() or None)
     return _session_list(request, await _sessions(services, auth.user), _page_session(request))
 
@@ -274,7 +322,7 @@ async def send_message(
     reason = unstorable_reason(text)
     if reason is not None:
         raise UiError(400, f"The message {reason}.")
-    session = await _session_or_404(services, session_id, auth.user)
+    session = await session_or_404(services, session_id, auth.user)
     try:  # the registry holds the turn until its stream ends (backend.web.ui_turns)
         entry = await registry(request).begin(
             TurnRequest(user_id=auth.user, text=text, session_id=session.id), text
@@ -283,7 +331,7 @@ async def send_message(
         raise UiError(404, "This conversation does not exist.") from None
     turn = entry.turn
     context: dict[str, Any] = {
-        "user_message": message_view(role="user", content=text, turn_id=turn.turn_id),
+        "user_message": await _stored_user(services, session.id, turn.turn_id, text),
         "persona": turn.persona,
         "session_id": session.id,
         "turn_id": turn.turn_id,
@@ -298,23 +346,46 @@ async def send_message(
     return render(request, "_turn.html", context)
 
 
-def _final_context(entry: PendingTurn, error: str | None = None) -> dict[str, Any]:
+async def _stored_user(
+    services: Services, session_id: str, turn_id: str, text: str
+) -> dict[str, Any]:
+    """The bubble of a turn's user message, as stored (its controls need its id)."""
+    rows = await asyncio.to_thread(services.sessions.tail, session_id, 4)
+    found = [m for m in rows if m.turn_id == turn_id and m.role == "user"]
+    if found:
+        return message_view(found[-1])
+    return message_view(role="user", content=text, turn_id=turn_id)
+
+
+async def _final_context(
+    services: Services, entry: PendingTurn, error: str | None = None
+) -> dict[str, Any]:
+    """The finished bubble of a streamed reply: the stored message (with its id and
+    versions), and the stream's error where it had one."""
     turn = entry.turn
-    status = "complete" if turn.status == "complete" and error is None else "incomplete"
-    message = message_view(
-        content=turn.reply,
-        status=status,
-        error=error or turn.error,
-        turn_id=turn.turn_id,
-        retry_text=entry.text,
+    message = await _stored_reply(
+        services, entry.session_id, turn.turn_id, message_id=entry.message_id
     )
+    if message["id"] is None:  # not stored (the database failed): what was streamed
+        status = "complete" if turn.status == "complete" and error is None else "incomplete"
+        message = message_view(
+            content=turn.reply, status=status, error=error or turn.error, turn_id=turn.turn_id
+        )
+    elif error:
+        message.update(status="incomplete", error=error, stopped=False)
+    message["retry_text"] = entry.text
     return {"m": message, "persona": turn.persona, "session_id": entry.session_id}
 
 
-async def _stored_reply(services: Services, session_id: str, turn_id: str) -> dict[str, Any]:
-    messages = await asyncio.to_thread(services.sessions.transcript, session_id)
-    views = [v for v in transcript_views(messages) if v["turn_id"] == turn_id]
-    replies = [v for v in views if v["role"] == "assistant"]
+async def _stored_reply(
+    services: Services, session_id: str, turn_id: str, *, message_id: int | None = None
+) -> dict[str, Any]:
+    """The stored reply of a turn (or, for a regeneration, the message it redid)."""
+    views = await stored_views(services, session_id)
+    if message_id is not None:
+        replies = [v for v in views if v["id"] == message_id]
+    else:
+        replies = [v for v in views if v["turn_id"] == turn_id and v["role"] == "assistant"]
     if replies:
         return replies[-1]
     return message_view(status="incomplete", error="this reply was not found", turn_id=turn_id)
@@ -323,14 +394,16 @@ async def _stored_reply(services: Services, session_id: str, turn_id: str) -> di
 @router.get("/ui/sessions/{session_id}/turns/{turn_id}/stream")
 async def stream_turn(request: Request, session_id: str, turn_id: str, auth: UiReader) -> Response:
     services = services_of(request)
-    session = await _session_or_404(services, session_id, auth.user)
+    session = await session_or_404(services, session_id, auth.user)
     turns = registry(request)
     entry = turns.claim(turn_id, auth.user)
 
     async def replay() -> AsyncIterator[ServerSentEvent]:
         # Already streamed (a reconnect) or unknown: the stored reply, as it is now.
-        message = await _stored_reply(services, session.id, turn_id)
-        context = {"m": message, "persona": _persona_of(services, session)}
+        known = turns.get(turn_id, auth.user)
+        redone = known.message_id if known is not None else None
+        message = await _stored_reply(services, session.id, turn_id, message_id=redone)
+        context = {"m": message, "persona": persona_of(services, session)}
         html = fragment(request, "_assistant_final.html", session_id=session.id, **context)
         yield ServerSentEvent(html, event="final")
         yield ServerSentEvent("end", event="done")
@@ -358,7 +431,8 @@ async def stream_turn(request: Request, session_id: str, turn_id: str, auth: UiR
         finally:
             if not ended:  # the client went away (the stop button): stop the reply
                 pump.cancel()
-        html = fragment(request, "_assistant_final.html", **_final_context(entry, error))
+        final = await _final_context(services, entry, error)
+        html = fragment(request, "_assistant_final.html", **final)
         yield ServerSentEvent(html, event="final")
         yield ServerSentEvent("end", event="done")
 
@@ -373,15 +447,15 @@ async def finished_turn(
 ) -> Response:
     """The finished bubble of a turn (after the stop button closed its stream)."""
     services = services_of(request)
-    session = await _session_or_404(services, session_id, auth.user)
+    session = await session_or_404(services, session_id, auth.user)
     turns = registry(request)
     entry = turns.get(turn_id, auth.user)
     if entry is not None and await turns.wait_finished(entry, STOP_WAIT_S):
-        context = _final_context(entry)
+        context = await _final_context(services, entry)
     else:
         context = {
             "m": await _stored_reply(services, session.id, turn_id),
-            "persona": _persona_of(services, session),
+            "persona": persona_of(services, session),
             "session_id": session.id,
         }
     return render(request, "_assistant_final.html", context)
@@ -393,13 +467,15 @@ async def memory_panel(
 ) -> Response:
     """The memory panel; with ``turn``, once that turn's merge is done (bounded wait)."""
     services = services_of(request)
-    session = await _session_or_404(services, session_id, auth.user)
+    session = await session_or_404(services, session_id, auth.user)
     report = None
     turns = registry(request)
     entry = turns.get(turn, auth.user) if turn else None
     if entry is not None:
         timeout = services.engine.settings.hippocampus_timeout_s + 10.0
         report = await turns.wait_merged(entry, timeout)
+    if report is not None and entry is not None and entry.revision is not None:
+        report = {**report, "removed": entry.revision["removed"], "kept": entry.revision["kept"]}
     panel = await panel_context(services, session.id, report)
     warning = services.engine.memory_health.warning()
     context = {"panel": panel, "memory_warning": warning, "oob": True}

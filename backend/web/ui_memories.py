@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
@@ -29,6 +29,7 @@ from backend.engine.services import Services
 from backend.memory.decay import memory_strength
 from backend.memory.entities import forgotten_with
 from backend.memory.types import CATEGORIES, Memory, Namespace
+from backend.sessions.store import MemorySource
 from backend.stores.vector_port import EmbeddingDimensionError, VectorStoreUnavailable
 from backend.web.entities_api import (
     delete_entity,
@@ -76,11 +77,31 @@ def _namespace(services: Services, user: str, persona_id: str | None) -> Namespa
     return Namespace(user, persona.id)
 
 
-def memory_view(memory: Memory, services: Services) -> dict[str, Any]:
+def memory_view(
+    memory: Memory, services: Services, sources: Sequence[MemorySource] | None = None
+) -> dict[str, Any]:
+    """A card's view; ``sources``: where the memory came from (``with_sources``)."""
     return {
         "m": memory,
         "strength": memory_strength(memory, services.clock.now()),
+        "sources": list(sources or ()),
     }
+
+
+def with_sources(
+    services: Services, ns: Namespace, memories: Sequence[Memory]
+) -> list[dict[str, Any]]:
+    """The cards of ``memories`` with the messages each was formed from (issue 30); a
+    memory with no recorded source (from before provenance, a tool, an import) has none.
+    The session store failing costs the "from:" lines, never the page."""
+    try:
+        found = services.sessions.memory_sources(
+            ns.user_id, ns.persona_id, [m.id for m in memories]
+        )
+    except Exception:
+        log.warning("could not read where the memories of %s came from", ns.key, exc_info=True)
+        found = {}
+    return [memory_view(m, services, found.get(m.id)) for m in memories]
 
 
 def _sorted(memories: list[Memory], sort: str, services: Services) -> list[Memory]:
@@ -121,7 +142,7 @@ def _listing(
     page = min(max(1, page), pages)
     shown = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     listing = {
-        "memories": [memory_view(m, services) for m in shown],
+        "memories": with_sources(services, ns, shown),
         "total": total,
         "page": page,
         "pages": pages,
@@ -372,7 +393,7 @@ async def _get(services: Services, ns: Namespace, memory_id: str) -> Memory:
 
 
 def _card(request: Request, services: Services, ns: Namespace, memory: Memory) -> Response:
-    context = {"item": memory_view(memory, services), "persona_id": ns.persona_id}
+    context = {"item": with_sources(services, ns, [memory])[0], "persona_id": ns.persona_id}
     return render(request, "_memory_card.html", context)
 
 
@@ -452,6 +473,9 @@ async def delete_memory(
     ns = _namespace(services, auth.user, persona_id)
     with _store_errors():
         await asyncio.to_thread(services.long_term.delete_memories, ns, [memory_id])
+    await asyncio.to_thread(
+        services.sessions.forget_sources, ns.user_id, ns.persona_id, [memory_id]
+    )
     log.info("ui: memory %s deleted in %s", memory_id, ns.key)
     return Response("", headers={"HX-Trigger": "memories-changed"})
 

@@ -44,6 +44,10 @@ class PendingTurn:
     claimed: bool = False
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     lifetime: AsyncExitStack = field(default_factory=AsyncExitStack)  # the turn's context
+    # A regeneration: the stored reply it redoes (its bubble is that message's).
+    message_id: int | None = None
+    # An edit's branch: what the edit removed from memory (shown with the turn's report).
+    revision: dict[str, Any] | None = None
 
     @property
     def session_id(self) -> str:
@@ -61,12 +65,14 @@ class TurnRegistry:
     def __len__(self) -> int:
         return len(self._turns)
 
-    async def begin(self, request: TurnRequest, text: str) -> PendingTurn:
+    async def begin(
+        self, request: TurnRequest, text: str, *, message_id: int | None = None
+    ) -> PendingTurn:
         """Begin the turn (``TurnEngine.turn``'s errors pass through, nothing held) and
         keep it until its stream claims it."""
         lifetime = AsyncExitStack()
         turn = await lifetime.enter_async_context(self._engine.turn(request))
-        entry = PendingTurn(turn, request.user_id, text, lifetime=lifetime)
+        entry = PendingTurn(turn, request.user_id, text, lifetime=lifetime, message_id=message_id)
         self._turns[turn.turn_id] = entry
         asyncio.get_running_loop().call_later(UNCLAIMED_S, self._expire, turn.turn_id)
         return entry

@@ -62,7 +62,35 @@
     });
   }
 
+  // Copy a reply's text (as it was written: markdown, not the rendered page).
+  function copyText(button) {
+    const text = button.dataset.copy || "";
+    const done = function (ok) {
+      const label = button.textContent;
+      button.textContent = ok ? "Copied" : "Copy failed";
+      setTimeout(function () { button.textContent = label; }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, function () { done(false); });
+      return;
+    }
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    let ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    area.remove();
+    button.focus();
+    done(ok);
+  }
+
   document.addEventListener("click", function (event) {
+    const copy = event.target.closest("[data-copy]");
+    if (copy) { copyText(copy); return; }
     const stop = event.target.closest("[data-stop]");
     if (stop) { stopTurn(stop); return; }
     const toggle = event.target.closest("[data-drawer]");
