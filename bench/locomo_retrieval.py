@@ -1,7 +1,7 @@
 """LoCoMo evidence recall@k of the retrieval strategies (retrieval only, no LLM).
 
     python -m bench.locomo_retrieval [--data ../shared/eval/locomo/locomo10.json] [--k 8]
-                                     [--conversations N]
+                                     [--conversations N] [--embedder NAME]
 
 LoCoMo (Maharana et al., ACL 2024; snap-research/LoCoMo ``data/locomo10.json``,
 CC BY-NC 4.0: read from its path, never copied into this repository) holds long
@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
 from backend.embeddings.port import Embedder
 from backend.longterm.memory import LongTermMemory
 from backend.memory.types import ActivationPolicy
@@ -426,6 +427,8 @@ def main(argv: list[str] | None = None, *, embedder: Embedder | None = None) -> 
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
+                        help="the offline embedder; default: the app's")  # fmt: skip
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"locomo_retrieval: no LoCoMo data at {args.data}, skipped "
@@ -445,9 +448,7 @@ def main(argv: list[str] | None = None, *, embedder: Embedder | None = None) -> 
         return 2
     started = time.perf_counter()
     if embedder is None:
-        from backend.embeddings.local_minilm import LocalMiniLMEmbedder
-
-        embedder = LocalMiniLMEmbedder()
+        embedder = build_embedder("local", model=args.embedder)
     recall = run_bench(conversations, embedder, args.k, print)
     print(f"run time {time.perf_counter() - started:.0f} s")
     print(f"\nlocomo_recall@{args.k}={recall.locomo:.3f}")

@@ -1,6 +1,7 @@
 """Retrieval quality on an eval corpus (the format of bench/data/eval/README.md).
 
     python -m bench.retrieval_quality [--corpus bench/data/eval] [--k 8] [--store chroma|memory]
+        [--embedder e5-small-v2|all-minilm-l6-v2]
         [--no-memory-queries bench/data/no_memory_queries.jsonl]
 
 Loads ``memories.jsonl`` into a fresh store as it is (no gate, no dedupe; timestamps from
@@ -39,7 +40,7 @@ from typing import Any
 
 from backend.clock import FixedClock
 from backend.config import MemorySettings
-from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
 from backend.embeddings.port import Embedder
 from backend.longterm.memory import LongTermMemory
 from backend.memory.types import (
@@ -308,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
+    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
+                        help="the offline embedder; default: the app's")  # fmt: skip
     parser.add_argument(
         "--no-memory-queries", type=Path, default=NO_MEMORY_QUERIES,
         help="extra queries with nothing to recall (jsonl, the corpus's query format)",
@@ -322,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"retrieval_quality: cannot read the corpus: {exc}", file=sys.stderr)
         return 2
     topic = {row["id"]: row["topic"] for row in rows}
-    embedder = LocalMiniLMEmbedder()
+    embedder = build_embedder("local", model=args.embedder)
     memories = load_memories(rows, embedder)
 
     with tempfile.TemporaryDirectory() as tmp:
