@@ -33,10 +33,12 @@ EMBED_BATCH = 64
 
 
 def _embedder(settings: Settings) -> Embedder:
-    """The configured embedder (tests replace this)."""
+    """The embedder of the store's vectors: the configured one, or the one the data
+    directory records while a switch to the configured one is pending (tests replace this)."""
+    from backend.engine.embedding_switch import recorded_embedder
     from backend.engine.services import build_embedder
 
-    return build_embedder(settings)
+    return recorded_embedder(settings) or build_embedder(settings)
 
 
 class _Reembedder:

@@ -244,3 +244,21 @@ def configured_model(settings: Settings) -> str:
         name = role.model or DEFAULT_LOCAL_MODEL
         return next(space for space, local in OFFLINE_MODELS.items() if local == name)
     return role.model
+
+
+def recorded_embedder(settings: Settings) -> Embedder | None:
+    """The embedder whose vectors ``<data_dir>/chroma`` holds when it is not the configured
+    one (a switch still to run, or to finish); ``None`` when it is the configured one.
+    ``limbic-memory doctor --repair`` re-embeds lost vectors with it, so that they match
+    the rest of the store. Raises ``EmbedderUnavailable`` when that model cannot be loaded.
+    """
+    record = read_record(settings.storage.data_dir)
+    if record is None or record.model is None:
+        return None
+    model = record.progress.get("source") if record.store_dir else record.model
+    if model == configured_model(settings):
+        return None
+    embedder = _offline(model, settings)
+    if embedder is None:
+        raise EmbedderUnavailable(f"the store's vectors are from {model}, which cannot be loaded")
+    return embedder

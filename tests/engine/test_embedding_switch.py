@@ -23,10 +23,10 @@ import pytest
 
 from backend.cli import doctor
 from backend.embeddings.port import Embedder, EmbedderUnavailable
-from backend.engine.embedding_switch import NEXT_DIR, STORE_DIR, plan
+from backend.engine.embedding_switch import NEXT_DIR, STORE_DIR, plan, recorded_embedder
 from backend.engine.services import Services, build_services
 from backend.llm.fake import FakeChatModel
-from backend.longterm.reembed import read_record
+from backend.longterm.reembed import EmbeddingRecord, read_record, write_record
 from backend.memory.keywords import extract_keywords
 from backend.memory.types import Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
@@ -249,3 +249,17 @@ def test_a_store_that_cannot_be_copied_stays_on_the_recorded_embedder(tmp_path: 
     # Without the old model, recall goes by the memories' words, and the note says so.
     keywords_only = plan(settings, store, OtherEmbedder(), None, old_embedder=lambda model: None)
     assert keywords_only.embedder is None and "words only" in (keywords_only.note or "")
+
+
+def test_doctor_repairs_with_the_embedder_of_the_stores_vectors(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    e5 = fake_settings(data, embedding={"model": "e5-small-v2"})
+    write_record(data, EmbeddingRecord("all-MiniLM-L6-v2-onnx-int8"))
+    old = recorded_embedder(e5)  # a switch to e5 still to run: MiniLM's vectors
+    assert old is not None and old.model == "all-MiniLM-L6-v2-onnx-int8"
+    write_record(data, EmbeddingRecord("e5-small-v2-onnx-int8-centred"))
+    assert recorded_embedder(e5) is None  # the configured one
+    write_record(data, EmbeddingRecord(BagOfWordsEmbedder.model))
+    with pytest.raises(EmbedderUnavailable, match="cannot be loaded"):
+        recorded_embedder(e5)
