@@ -66,6 +66,15 @@ def _slug(model: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model or "unknown").strip("-") or "unknown"
 
 
+def _save(data_dir: Path, record: EmbeddingRecord) -> None:
+    """Write the record; a failure is logged, not raised (the next start writes it again,
+    and a switch it could not record resumes and ends at once)."""
+    try:
+        write_record(data_dir, record)
+    except OSError as exc:
+        log.warning("cannot write the embedding record in %s: %s", data_dir, exc)
+
+
 def settle_directories(data_dir: Path) -> None:
     """Move a finished re-embedding's store in place (module doc, step 1)."""
     record = read_record(data_dir)
@@ -112,9 +121,7 @@ class EmbeddingPlan:
             long_term.embedder = configured
             progress = self.job.progress() if self.job is not None else {}
             progress.update(state="done", source=record.model)
-            write_record(
-                data_dir, EmbeddingRecord(configured.model, None, progress, self.store_dir)
-            )
+            _save(data_dir, EmbeddingRecord(configured.model, None, progress, self.store_dir))
 
         def done(old: VectorStore) -> None:
             close = getattr(old, "close", None)
@@ -127,7 +134,7 @@ class EmbeddingPlan:
                 return
             last_write[0] = now
             if progress.state != "done":
-                write_record(data_dir, replace(record, progress=progress.as_dict()))
+                _save(data_dir, replace(record, progress=progress.as_dict()))
 
         self.job = Reembedding(
             store, self.target, configured, source_model=record.model,
@@ -200,12 +207,12 @@ def plan(
         if legacy != configured and not any(store.count(ns) for ns in store.namespaces()):
             legacy = configured  # nothing to re-embed
         record = EmbeddingRecord(legacy)
-        write_record(data_dir, record)
+        _save(data_dir, record)
         log.info("recorded that the store's vectors are from %s", record.model)
     if record.model == configured:
         if record.target is not None:  # a switch given up before it finished
             shutil.rmtree(data_dir / NEXT_DIR, ignore_errors=True)
-            write_record(data_dir, EmbeddingRecord(configured))
+            _save(data_dir, EmbeddingRecord(configured))
         return result
     build_old = old_embedder or (lambda model: _offline(model, settings))
     result.embedder = build_old(record.model)
@@ -223,7 +230,7 @@ def plan(
     if record.target != configured:  # a leftover of a switch to another model
         shutil.rmtree(data_dir / NEXT_DIR, ignore_errors=True)
         record = replace(record, target=configured, progress={})
-        write_record(data_dir, record)
+        _save(data_dir, record)
     result.record = record
     result.target = make_target()
     result.store = SwitchingVectorStore(store, standby=result.target)
