@@ -87,6 +87,7 @@ def test_delete_a_turn_forgets_what_only_it_formed(h: AppHarness) -> None:
         h.hippocampus.enqueue(Reply(chunks=[hippocampus_reply(content=PEANUTS)]))
         h.chat.enqueue(Reply(chunks=["Good to know about the peanuts."]))
         run_turn(c, session, "I'm allergic to peanuts")
+        h.drain()
         h.hippocampus.enqueue(Reply(chunks=[hippocampus_reply(content=address)]))
         h.chat.enqueue(Reply(chunks=["Thanks for telling me where."]))
         run_turn(c, session, "My ex lives at 12 Elm Street")
@@ -201,3 +202,31 @@ def test_rest_api_sources_delete_and_edit(h: AppHarness) -> None:
             c.post(f"/api/sessions/{session}/messages/2/edit", json={"content": "x"}).status_code
             == 400
         )
+
+
+def test_a_stateless_clients_edit_is_a_branch_that_deletes_nothing(h: AppHarness) -> None:
+    """Through ``/v1`` the server cannot tell an edit from another branch being explored:
+    the parent's memories stay (docs/api.md)."""
+
+    def ask(messages: list[dict[str, str]]) -> str:
+        body = {"model": "companion", "messages": messages}
+        answer = httpx.post(h.base_url + "/v1/chat/completions", json=body, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["choices"][0]["message"]["content"])
+
+    h.chat.enqueue(Reply(chunks=["Hello! How are you today?"]))
+    first = ask([{"role": "user", "content": "hello there"}])
+    h.drain()  # its hippocampus run has had its (default) answer
+    h.hippocampus.enqueue(Reply(chunks=[hippocampus_reply(content=PEANUTS)]))
+    h.chat.enqueue(Reply(chunks=["Noted, no peanuts for you."]))
+    history = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": first}]
+    ask([*history, {"role": "user", "content": "I'm allergic to peanuts"}])
+    h.drain()
+    h.hippocampus.enqueue(
+        Reply(chunks=[hippocampus_reply(content="The user is allergic to shellfish.")])
+    )
+    h.chat.enqueue(Reply(chunks=["Shellfish, I will remember."]))
+    ask([*history, {"role": "user", "content": "I'm allergic to shellfish"}])
+    h.drain()
+    assert memories(h) == ["The user is allergic to peanuts.", "The user is allergic to shellfish."]
+    assert len(h.services.sessions.list_sessions("local")) == 2  # the parent and its branch
