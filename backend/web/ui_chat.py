@@ -182,7 +182,7 @@ def with_revision(
     ids = [r.get("turn_id") for r in reports]
     at = ids.index(report.get("turn_id")) if report.get("turn_id") in ids else len(reports)
     before = reports[at - 1] if at > 0 else None
-    if before is None or not before.get("revision") or report.get("removed"):
+    if before is None or before.get("revision") != "edit" or report.get("removed"):
         return report
     return {**report, "removed": before.get("removed", []), "kept": before.get("kept", [])}
 

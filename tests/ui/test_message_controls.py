@@ -108,6 +108,11 @@ def test_delete_a_turn_forgets_what_only_it_formed(h: AppHarness) -> None:
         assert "12 Elm Street" not in page.split('id="memory-panel"')[0]
         # Unknown message: 404.
         assert c.post(f"/ui/sessions/{session}/messages/999999/delete").status_code == 404
+        # The next turn's report is its own: the deletion's is not shown with it.
+        h.chat.enqueue(Reply(chunks=["What would you like to talk about?"]))
+        run_turn(c, session, "let's talk")
+        h.drain()
+        assert "Forgotten" not in c.get(f"/ui/sessions/{session}/panel").text
 
 
 def test_edit_continues_in_a_branch_and_revises_memory(h: AppHarness) -> None:
