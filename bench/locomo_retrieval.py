@@ -1,7 +1,7 @@
 """LoCoMo evidence recall@k of the retrieval strategies (retrieval only, no LLM).
 
     python -m bench.locomo_retrieval [--data ../shared/eval/locomo/locomo10.json] [--k 8]
-                                     [--conversations N] [--embedder NAME]
+                                     [--conversations N] [--embedder NAME] [--sweep]
 
 LoCoMo (Maharana et al., ACL 2024; snap-research/LoCoMo ``data/locomo10.json``,
 CC BY-NC 4.0: read from its path, never copied into this repository) holds long
@@ -21,8 +21,18 @@ Each conversation is loaded into a fresh in-memory store with the real local Min
 embedder (each distinct text embedded once per run) and every strategy is scored with
 ``bench.retrieval_quality``'s machinery: topic recall@k here is LoCoMo's evidence
 recall@k, the share of a question's evidence turns among the k memories returned.
-Strategies: naive cosine top-k, the app's hybrid scoring without diversity, with the
-restatement collapse only, with GIST only, and the app default (both).
+Strategies: naive cosine top-k, the hybrid score alone (no floor, no reranker, no
+collapse, no GIST), the app default (the configuration's defaults: relevance floor,
+cross-encoder reranker when installed, restatement collapse, GIST), and the app default
+with each stage off in turn (the reranker, GIST, the collapse, both diversity stages, the
+floor). The cross-encoder's answers are kept per (question, passages) so that strategies
+that hand it the same top n do not pay for it twice; the app default runs first and pays.
+The cost table gives each strategy's activation time without the cross-encoder (p50,
+mean) and the cross-encoder's own time where it ran the model.
+
+``--sweep``: instead, the app default with ``rerank_n`` x ``rerank_weight`` over a grid
+(the cross-encoder's answers kept per pair, each pair read once): how N and the weight
+were chosen (docs/benchmarks.md, "Reranking").
 
 The same returns are also scored as LoCoMo's own evaluation scores retrieval
 (``task_eval/evaluation.py`` of snap-research/LoCoMo, ``eval_question_answering``): every
@@ -43,22 +53,24 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
 from backend.embeddings.port import Embedder
 from backend.longterm.memory import LongTermMemory
+from backend.memory.rerank import Reranker
 from backend.memory.types import ActivationPolicy
 from backend.stores.in_memory import InMemoryVectorStore
-from bench.retrieval_quality import NS, Rig, Runner, evaluate, load_memories
+from bench.retrieval_quality import NS, Rig, Runner, app_reranker, evaluate, load_memories
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "eval" / "locomo" / "locomo10.json"
@@ -71,10 +83,16 @@ DEFAULT_DATA = REPO.parent / "shared" / "eval" / "locomo" / "locomo10.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 NAIVE = "naive cosine top-k"
-NO_DIVERSITY = "hybrid, no collapse, no GIST"
-COLLAPSE_ONLY = "hybrid + restatement collapse only"
-GIST_ONLY = "hybrid + GIST only"
-APP_DEFAULT = "app default (hybrid + collapse + GIST)"
+HYBRID_ONLY = "hybrid score only (no floor, reranker, collapse, GIST)"
+APP_DEFAULT = "app default (floor + reranker + collapse + GIST)"
+NO_RERANK = "app default, reranker off"
+COLLAPSE_ONLY = "app default, GIST off (collapse only)"
+GIST_ONLY = "app default, collapse off (GIST only)"
+NO_DIVERSITY = "app default, collapse and GIST off"
+NO_FLOOR = "app default, relevance floor off"
+# --sweep: the grid of rerank_n x rerank_weight
+SWEEP_N = (10, 15, 20, 30, 40, 50)
+SWEEP_WEIGHTS = (0.5, 0.7, 0.85, 1.0)
 
 _SESSION = re.compile(r"session_(\d+)")
 
@@ -231,35 +249,96 @@ class CachedEmbedder:
         return np.stack([self.cache[t] for t in texts])
 
 
+# ---- the cross-encoder, read once --------------------------------------------------------
+
+
+class CachedReranker:
+    """Keeps the reranker's answer per (query, passages): strategies that hand it the same
+    top n get the same answer without running the model again. ``model_ms``: the time of
+    each call that ran it."""
+
+    def __init__(self, inner: Reranker) -> None:
+        self.inner = inner
+        self.cache: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        self.model_ms: list[float] = []
+        self.pairs = 0  # pairs the model read
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def score(self, query: str, passages: Sequence[str]) -> Sequence[float] | None:
+        key = (query, tuple(passages))
+        if key not in self.cache:
+            started = time.perf_counter()
+            answer = self.inner.score(query, passages)
+            if answer is None:
+                return None
+            self.model_ms.append((time.perf_counter() - started) * 1e3)
+            self.pairs += len(passages)
+            self.cache[key] = list(answer)
+        return self.cache[key]
+
+
+class PairCachedReranker(CachedReranker):
+    """``--sweep``: keeps the answer per (query, passage), so that each pair is read once
+    whatever top n asks for it (a pair's score then comes from the batch that first read
+    it: the int8 model's scores move by little with the batch)."""
+
+    def __init__(self, inner: Reranker) -> None:
+        super().__init__(inner)
+        self.pair_cache: dict[tuple[str, str], float] = {}
+
+    def score(self, query: str, passages: Sequence[str]) -> Sequence[float] | None:
+        missing = list(dict.fromkeys(p for p in passages if (query, p) not in self.pair_cache))
+        if missing:
+            answer = super().score(query, missing)
+            if answer is None:
+                return None
+            for passage, value in zip(missing, answer, strict=True):
+                self.pair_cache[(query, passage)] = value
+        return [self.pair_cache[(query, p)] for p in passages]
+
+
 # ---- strategies ------------------------------------------------------------------------
 
 
 @dataclass
 class Traced:
-    """A hybrid strategy that keeps, per query id, what it returned and collapsed."""
+    """A hybrid strategy that keeps, per query id, what it returned and collapsed, and the
+    time of each activation without the cross-encoder's."""
 
     ltm: LongTermMemory
     returned: dict[str, list[str]] = field(default_factory=dict)
     collapsed: dict[str, set[str]] = field(default_factory=dict)
+    ms: list[float] = field(default_factory=list)  # activation less the cross-encoder
+    reranked: list[int] = field(default_factory=list)  # pairs handed to the cross-encoder
 
     def __call__(self, query: dict[str, Any]) -> list[str]:
         result = self.ltm.activate(NS, query["text"], target_emotion=query.get("target_emotion"))
         ids = [m.id for m in result.memories]
         self.returned[query["id"]] = ids
         self.collapsed[query["id"]] = set(result.retrieval.collapsed)
+        self.ms.append(result.embed_ms + result.search_ms - result.rerank_ms)
+        self.reranked.append(result.retrieval.reranked)
         return ids
 
 
 def strategies(rig: Rig) -> list[tuple[str, Runner]]:
+    """The app default first: it runs the cross-encoder, the others reuse its answers."""
+
     def traced(policy: ActivationPolicy) -> Traced:
         return Traced(rig.ltm(policy))
 
     return [
-        (NAIVE, rig.naive()),
-        (NO_DIVERSITY, traced(rig.hybrid_policy(lam=0.0, same_fact=2.0))),
-        (COLLAPSE_ONLY, traced(rig.hybrid_policy(lam=0.0))),
-        (GIST_ONLY, traced(rig.hybrid_policy(same_fact=2.0))),
         (APP_DEFAULT, traced(rig.app_policy())),
+        (NAIVE, rig.naive()),
+        (HYBRID_ONLY, traced(rig.without(rerank_n=0, lam=0.0, same_fact=2.0, min_relevance=0.0))),
+        (NO_RERANK, traced(rig.without(rerank_n=0))),
+        (COLLAPSE_ONLY, traced(rig.without(lam=0.0))),
+        (GIST_ONLY, traced(rig.without(same_fact=2.0))),
+        (NO_DIVERSITY, traced(rig.without(lam=0.0, same_fact=2.0))),
+        (NO_FLOOR, traced(rig.without(min_relevance=0.0))),
     ]
 
 
@@ -338,12 +417,20 @@ def _locomo_scores(
 
 
 def run_bench(
-    conversations: list[Conversation], embedder: Embedder, k: int, out: Callable[[str], None]
+    conversations: list[Conversation],
+    embedder: Embedder,
+    k: int,
+    out: Callable[[str], None],
+    reranker: Reranker | None = None,
 ) -> Recall:
     """Score every strategy on every conversation; print the tables; return the app
-    default's recall@k over all questions, ours and LoCoMo's."""
+    default's recall@k over all questions, ours and LoCoMo's. ``reranker``: the app's
+    cross-encoder (``None``: the reranking stage is skipped in every strategy)."""
     cached = CachedEmbedder(embedder)
+    model = None if reranker is None else CachedReranker(reranker)
     names = [name for name, _ in strategies(Rig(InMemoryVectorStore(), cached, k))]
+    costs: dict[str, list[float]] = {name: [] for name in names}
+    pairs: dict[str, list[int]] = {name: [] for name in names}
     # strategy -> list of (conversation, category, recall) per question
     results: dict[str, list[tuple[str, int, float]]] = {name: [] for name in names}
     # the same, as LoCoMo's evaluation scores it
@@ -355,7 +442,7 @@ def run_bench(
         store = InMemoryVectorStore()
         store.upsert(NS, load_memories(conv.rows, cached))
         load_s += time.perf_counter() - started
-        rig = Rig(store, cached, k)
+        rig = Rig(store, cached, k, reranker=model)
         runners = strategies(rig)
         topic = {row["id"]: row["topic"] for row in conv.rows}
         category = {q["id"]: q["category"] for q in conv.queries}
@@ -366,6 +453,9 @@ def run_bench(
             results[name] += [(conv.name, category[q], r) for q, r in scores.per_query.items()]
             theirs[name] += _locomo_scores(conv, recorded.returned)
         traced = {name: run for name, run in runners if isinstance(run, Traced)}
+        for name, run in traced.items():
+            costs[name] += run.ms
+            pairs[name] += run.reranked
         base = traced[NO_DIVERSITY]
         for name, tally in drops.items():
             strategy = traced[name]
@@ -383,8 +473,9 @@ def run_bench(
     turns = sum(len(c.rows) for c in conversations)
     questions = sum(len(c.queries) for c in conversations)
     asked = sum(len(c.asked) for c in conversations)
+    ran = f"reranker={model.model}" if model is not None else "reranker off (not installed)"
     out(f"LoCoMo evidence recall@{k}: {len(conversations)} conversations, {turns} turns, "
-        f"{questions} questions, store=memory, embedder={cached.model}\n")  # fmt: skip
+        f"{questions} questions, store=memory, embedder={cached.model}, {ran}\n")  # fmt: skip
     for line in _category_table(results, k, "evidence recall"):
         out(line)
 
@@ -411,6 +502,20 @@ def run_bench(
         net = tally.gained - tally.by_collapse - tally.by_gist
         out(f"| {name} | {tally.by_collapse} | {tally.by_gist} | {tally.gained} | {net:+d} | "
             f"{tally.questions_hurt} | {tally.questions_helped} |")  # fmt: skip
+    out("\nthe cost of each strategy: activation ms without the cross-encoder (query "
+        "embedding cached), pairs handed to the cross-encoder per question:\n")  # fmt: skip
+    out("| strategy | activation p50 ms | mean ms | pairs reranked (mean) |")
+    out("| --- | ---: | ---: | ---: |")
+    for name in names:
+        if costs[name]:
+            out(f"| {name} | {statistics.median(costs[name]):.1f} | "
+                f"{statistics.fmean(costs[name]):.1f} | {_mean(pairs[name]):.1f} |")  # fmt: skip
+    if model is not None and model.model_ms:
+        timed = model.model_ms
+        out(f"\ncross-encoder: {len(timed)} runs of the model, {model.pairs} pairs: p50 "
+            f"{statistics.median(timed):.1f} ms, p95 {_pct(timed, 95):.1f} ms, mean "
+            f"{statistics.fmean(timed):.1f} ms a question "
+            f"({sum(timed) / model.pairs:.2f} ms a pair)")  # fmt: skip
     out(f"\nembedded {cached.embedded} distinct texts; loading the stores took {load_s:.1f} s")
     return Recall(
         _mean([r for _, _, r in results[APP_DEFAULT]]),
@@ -418,17 +523,64 @@ def run_bench(
     )
 
 
-def _mean(values: list[float]) -> float:
+def _mean(values: list[float] | list[int]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def main(argv: list[str] | None = None, *, embedder: Embedder | None = None) -> int:
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def run_sweep(
+    conversations: list[Conversation],
+    embedder: Embedder,
+    reranker: Reranker,
+    k: int,
+    out: Callable[[str], None],
+) -> None:
+    """The app default's evidence recall@k for each ``rerank_n`` x ``rerank_weight`` of
+    the grid (and with the stage off), every pair read by the model once."""
+    cached = CachedEmbedder(embedder)
+    model = PairCachedReranker(reranker)
+    grid = [(n, w) for n in sorted(SWEEP_N, reverse=True) for w in SWEEP_WEIGHTS]
+    recalls: dict[tuple[int, float], list[float]] = {cell: [] for cell in [(0, 0.0), *grid]}
+    for conv in conversations:
+        store = InMemoryVectorStore()
+        store.upsert(NS, load_memories(conv.rows, cached))
+        rig = Rig(store, cached, k, reranker=model)
+        topic = {row["id"]: row["topic"] for row in conv.rows}
+        for n, w in recalls:
+            run = Traced(rig.ltm(rig.without(rerank_n=n, rerank_weight=w)))
+            recalls[(n, w)] += list(evaluate(conv.queries, topic, run).per_query.values())
+            run.ltm.activation_threads().shutdown(wait=False)
+    out(f"rerank_n x rerank_weight, evidence recall@{k} of the app default "
+        f"({sum(len(c.queries) for c in conversations)} questions, embedder={cached.model}, "
+        f"reranker={model.model}); stage off: {_mean(recalls[(0, 0.0)]):.3f}\n")  # fmt: skip
+    out("| rerank_n | " + " | ".join(f"weight {w}" for w in SWEEP_WEIGHTS) + " |")
+    out("| ---: |" + " ---: |" * len(SWEEP_WEIGHTS))
+    for n in SWEEP_N:
+        cells = " | ".join(f"{_mean(recalls[(n, w)]):.3f}" for w in SWEEP_WEIGHTS)
+        out(f"| {n} | {cells} |")
+    out(f"\nthe model read {model.pairs} pairs in {len(model.model_ms)} runs")
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    embedder: Embedder | None = None,
+    reranker: Reranker | Literal["app"] | None = "app",
+) -> int:
+    """``reranker``: the app's cross-encoder when installed (``"app"``), or this one."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
                         help="the offline embedder; default: the app's")  # fmt: skip
+    parser.add_argument(
+        "--sweep", action="store_true", help="rerank_n x rerank_weight instead of the stages"
+    )
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"locomo_retrieval: no LoCoMo data at {args.data}, skipped "
@@ -449,7 +601,16 @@ def main(argv: list[str] | None = None, *, embedder: Embedder | None = None) -> 
     started = time.perf_counter()
     if embedder is None:
         embedder = build_embedder("local", model=args.embedder)
-    recall = run_bench(conversations, embedder, args.k, print)
+    if reranker == "app":
+        reranker, _note = app_reranker()
+    if args.sweep:
+        if reranker is None:
+            print("locomo_retrieval: --sweep needs the reranker (./install.sh)", file=sys.stderr)
+            return 2
+        run_sweep(conversations, embedder, reranker, args.k, print)
+        print(f"run time {time.perf_counter() - started:.0f} s")
+        return 0
+    recall = run_bench(conversations, embedder, args.k, print, reranker)
     print(f"run time {time.perf_counter() - started:.0f} s")
     print(f"\nlocomo_recall@{args.k}={recall.locomo:.3f}")
     print(f"evidence_recall@{args.k}={recall.ours:.3f}")

@@ -12,11 +12,14 @@ no hour of embedding. The store grows size by size (1k, then 10k, then 100k); at
 ``--queries`` messages:
 
 - query embedding alone (local MiniLM, one short text per call);
-- the app's default activation (``MemorySettings()``: hybrid mode, lexical index) with a
-  precomputed query vector: candidate pool (ANN ∥ lexical index + one ``get``), then
-  score + restatement collapse + GIST; p50 / p95 of the whole and of both parts, the ANN
-  query alone, and the process CPU time per activation (all threads; on a busy machine
-  wall time includes waiting for a core, CPU time does not);
+- the app's default activation (``MemorySettings()``: hybrid mode, lexical index, the
+  cross-encoder reranker when installed) with a precomputed query vector: candidate pool
+  (ANN ∥ lexical index + one ``get``), then score + rerank + restatement collapse + GIST;
+  p50 / p95 of the whole and of both parts, the cross-encoder's own time, the ANN query
+  alone, and the process CPU time per activation (all threads; on a busy machine wall
+  time includes waiting for a core, CPU time does not);
+- with ``--rerank-n 10,20,30``: the app's activation p50 with each ``rerank_n`` (0: the
+  stage off), and the cross-encoder's p50 / p95 at each;
 - the ``limbic`` mode for comparison (ANN + the store's salient query, limbic scoring);
 - ANN recall@50 of ``store.query`` against exact numpy search over the live vectors;
 - the one-off load of the lexical index from the store (what a restart costs per
@@ -48,6 +51,7 @@ from backend.longterm.memory import LongTermMemory
 from backend.memory.retrieve import retrieve
 from backend.memory.types import ActivationPolicy, Memory, Namespace
 from backend.stores.vector_port import VectorStore
+from bench.retrieval_quality import app_reranker
 
 NS = Namespace("bench-user", "bench-persona")
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -227,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anchors", type=int, default=3000)
     parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
     parser.add_argument("--seed", type=int, default=20260601)
+    parser.add_argument("--rerank-n", default="", help="e.g. 0,10,20,30: activation by rerank_n")
     args = parser.parse_args(argv)
     sizes = sorted(int(x) for x in args.sizes.split(","))
+    rerank_ns = [int(x) for x in args.rerank_n.split(",") if x.strip()]
 
     maker = Maker(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -250,14 +256,16 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = MemorySettings()
     app_policy = settings.activation_policy()
+    reranker, rerank_note = app_reranker()
     limbic_policy = ActivationPolicy(retrieval=replace(app_policy.retrieval, mode="limbic"))
     clock = FixedClock(NOW)
     print(f"machine: {platform.machine()}, nproc {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.2f}, Python {platform.python_version()}; store {args.store}; "
           f"{args.anchors} anchor sentences embedded in {anchor_s:.1f} s; "
-          f"{args.queries} queries ({sum(is_zh(m) for m in messages)} Chinese)\n")  # fmt: skip
+          f"{args.queries} queries ({sum(is_zh(m) for m in messages)} Chinese); "
+          f"{rerank_note}, rerank_n {app_policy.retrieval.rerank_n}\n")  # fmt: skip
 
-    rows, index_rows = [], []
+    rows, index_rows, by_n = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(args.store, Path(tmp))
         vectors: list[np.ndarray] = []
@@ -277,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # Cold start: the lexical index loads the namespace from the store once.
             rss0 = rss_mib()
-            app = LongTermMemory(store, None, clock, activation=app_policy)
+            app = LongTermMemory(store, None, clock, activation=app_policy, reranker=reranker)
             t0 = time.perf_counter()
             app.activate(NS, messages[0], query_vector=query_vectors[0])
             load_s = time.perf_counter() - t0
@@ -285,10 +293,12 @@ def main(argv: list[str] | None = None) -> int:
 
             limbic = LongTermMemory(store, None, clock, activation=limbic_policy)
             app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms = [], [], [], [], [], []
+            rerank_ms: list[float] = []
             for text, vector in zip(messages, query_vectors, strict=True):
                 c0, t0 = time.process_time(), time.perf_counter()
-                app.activate(NS, text, query_vector=vector)
+                activation = app.activate(NS, text, query_vector=vector)
                 app_ms.append((time.perf_counter() - t0) * 1e3)
+                rerank_ms.append(activation.rerank_ms)
                 cpu_ms.append((time.process_time() - c0) * 1e3)
                 t0 = time.perf_counter()
                 store.query(NS, vector, app_policy.pool)
@@ -298,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 t1 = time.perf_counter()
                 retrieve(pool, now=NOW, query_text=text, query_vector=vector,
                          target_emotion=None, policy=app_policy.retrieval,
-                         stats=app.corpus_stats(NS, text, pool))  # fmt: skip
+                         stats=app.corpus_stats(NS, text, pool), reranker=reranker)  # fmt: skip
                 t2 = time.perf_counter()
                 pool_ms.append((t1 - t0) * 1e3)
                 rank_ms.append((t2 - t1) * 1e3)
@@ -316,22 +326,41 @@ def main(argv: list[str] | None = None) -> int:
                 recalls.append(len(got & exact) / 50)
             rows.append(
                 (size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms,
-                 statistics.fmean(recalls))
+                 statistics.fmean(recalls), rerank_ms)
             )  # fmt: skip
+            for n in rerank_ns:
+                policy = replace(app_policy, retrieval=replace(app_policy.retrieval, rerank_n=n))
+                variant = LongTermMemory(store, None, clock, activation=policy, reranker=reranker)
+                n_ms, n_rerank = [], []
+                for text, vector in zip(messages, query_vectors, strict=True):
+                    t0 = time.perf_counter()
+                    activation = variant.activate(NS, text, query_vector=vector)
+                    n_ms.append((time.perf_counter() - t0) * 1e3)
+                    n_rerank.append(activation.rerank_ms)
+                by_n.append((size, n, n_ms, n_rerank))
             del app, limbic, matrix
 
     print(f"query embedding (local MiniLM, one short text): p50 {pct(embed_ms, 50):.1f} ms, "
           f"p95 {pct(embed_ms, 95):.1f} ms\n")  # fmt: skip
     header = (
         "| memories | activate p50 ms | activate p95 ms | CPU p50 ms | ANN query p50 ms | "
-        "pool p50 ms | score+collapse+GIST p50 ms | limbic mode p50 ms | ANN recall@50 |"
+        "pool p50 ms | score+rerank+collapse+GIST p50 ms | rerank p50 ms | "
+        "limbic mode p50 ms | ANN recall@50 |"
     )
     print(header)
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms, recall in rows:
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms, recall, rr_ms in rows:
         print(f"| {size:,} | {pct(app_ms, 50):.1f} | {pct(app_ms, 95):.1f} | "
               f"{pct(cpu_ms, 50):.1f} | {pct(ann_ms, 50):.1f} | {pct(pool_ms, 50):.1f} | "
-              f"{pct(rank_ms, 50):.1f} | {pct(limbic_ms, 50):.1f} | {recall:.3f} |")  # fmt: skip
+              f"{pct(rank_ms, 50):.1f} | {pct(rr_ms, 50):.1f} | {pct(limbic_ms, 50):.1f} | "
+              f"{recall:.3f} |")  # fmt: skip
+    if by_n:
+        print("\n| memories | rerank_n | activate p50 ms | activate p95 ms | rerank p50 ms | "
+              "rerank p95 ms |")  # fmt: skip
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for size, n, n_ms, n_rerank in by_n:
+            print(f"| {size:,} | {n} | {pct(n_ms, 50):.1f} | {pct(n_ms, 95):.1f} | "
+                  f"{pct(n_rerank, 50):.1f} | {pct(n_rerank, 95):.1f} |")  # fmt: skip
     print("\n| memories | insert s (this step) | lexical index load s | RSS growth MiB |")
     print("| ---: | ---: | ---: | ---: |")
     for size, insert_s, load_s, rss in index_rows:

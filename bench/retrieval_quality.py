@@ -16,7 +16,9 @@ tuned on one half only), and how many memories the no-memory queries got. The
 need (neither listed as relevant nor of a needed topic, or stale), over the corpus's
 queries and the bench's own no-memory queries (``--no-memory-queries``: small talk and
 topics the corpus never mentions, ``bench/data/README.md``); the row "app default,
-relevance floor off" is the same pipeline with ``min_relevance`` 0. The last line is the
+relevance floor off" is the same pipeline with ``min_relevance`` 0, and "app default,
+reranker off" the same with ``rerank_n`` 0 (the app's default runs the cross-encoder when
+it is installed, as the app does; the header says whether it ran). The last line is the
 app's default pipeline: ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``.
 
 ``Rig`` builds the strategies over one loaded store; ``bench.locomo_retrieval`` reuses it
@@ -43,6 +45,7 @@ from backend.config import MemorySettings
 from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
 from backend.embeddings.port import Embedder
 from backend.longterm.memory import LongTermMemory
+from backend.memory.rerank import Reranker
 from backend.memory.types import (
     ActivationPolicy,
     Emotion,
@@ -238,6 +241,8 @@ class Rig:
     k: int = 8
     clock: FixedClock = field(default_factory=lambda: FixedClock(NOW))
     settings: MemorySettings = field(default_factory=MemorySettings)
+    # The app's cross-encoder (``app_reranker``); None: the reranking stage is skipped.
+    reranker: Reranker | None = None
 
     def app_policy(self) -> ActivationPolicy:
         """The app's activation policy (config defaults) with ``k``."""
@@ -247,7 +252,18 @@ class Rig:
         )
 
     def ltm(self, policy: ActivationPolicy) -> LongTermMemory:
-        return LongTermMemory(self.store, self.embedder, self.clock, activation=policy)
+        return LongTermMemory(
+            self.store, self.embedder, self.clock, activation=policy, reranker=self.reranker
+        )
+
+    def without(self, **retrieval: Any) -> ActivationPolicy:
+        """The app's policy with the retrieval settings ``retrieval`` replaced (a stage
+        off: ``rerank_n=0``, ``lam=0``, ``same_fact=2``, ``min_relevance=0``)."""
+        base = self.app_policy()
+        return replace(base, retrieval=replace(base.retrieval, **retrieval))
+
+    def without_rerank(self) -> Runner:
+        return self.activator(self.ltm(self.without(rerank_n=0)))
 
     def hybrid_policy(
         self, *, lam: float | None = None, same_fact: float | None = None
@@ -302,6 +318,16 @@ class Rig:
         return run
 
 
+def app_reranker() -> tuple[Reranker | None, str]:
+    """The app's cross-encoder as ``build_services`` builds it for the default settings,
+    or ``None`` when it is not installed; and a line that says which."""
+    from backend.config import Settings
+    from backend.engine.services import build_reranker
+
+    reranker, off = build_reranker(Settings())
+    return reranker, f"reranker={reranker.model}" if reranker else f"reranker off ({off})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -327,11 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     topic = {row["id"]: row["topic"] for row in rows}
     embedder = build_embedder("local", model=args.embedder)
     memories = load_memories(rows, embedder)
+    reranker, note = app_reranker()
 
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(args.store, Path(tmp))
         store.upsert(NS, memories)
-        rig = Rig(store, embedder, args.k)
+        rig = Rig(store, embedder, args.k, reranker=reranker)
         app_default = rig.app_default()
         app_default({"text": "warm-up", "target_emotion": None})  # loads the lexical index
         floorless = rig.without_floor()
@@ -343,10 +370,11 @@ def main(argv: list[str] | None = None) -> int:
             ("limbic scoring + GIST lambda=1.0", rig.limbic(1.0)),
             ("hybrid scoring, no collapse, no GIST", rig.hybrid_without_diversity()),
             ("app default, relevance floor off", floorless),
+            ("app default, reranker off", rig.without_rerank()),
             (f"app default (config defaults: {rig.settings.mode})", app_default),
         ]
         print(f"corpus: {args.corpus} ({len(rows)} memories, {len(queries)} queries), "
-              f"k={args.k}, store={args.store}, embedder={embedder.model}\n")  # fmt: skip
+              f"k={args.k}, store={args.store}, embedder={embedder.model}, {note}\n")  # fmt: skip
         print(f"| strategy | recall@{args.k} | redundancy | stale | junk | irrelevant | "
               "mean latency ms |")  # fmt: skip
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -36,6 +36,7 @@ from backend.llm.reply_first import ReplyFirst
 from backend.llm.server_address import is_local_url
 from backend.longterm.memory import LongTermMemory
 from backend.longterm.outbox import OutboxError, WriteOutbox
+from backend.memory.rerank import Reranker
 from backend.personas import PersonaError, PersonaRegistry
 from backend.runtime import limit_blas_threads
 from backend.sessions.store import SessionStore, SessionStoreError
@@ -65,6 +66,8 @@ class Services:
     lock: DataDirLock | None = None
     # The embedder switch (backend.engine.embedding_switch): its background re-embedding.
     embedding: EmbeddingPlan | None = None
+    # Why activation's reranking stage is off (turned off, not installed); None while on.
+    reranker_off: str | None = None
 
     @property
     def sessions(self) -> SessionStore:
@@ -201,6 +204,36 @@ def _reembed_target(
     if isinstance(store, InMemoryVectorStore):
         return InMemoryVectorStore
     return None
+
+
+# The loaded cross-encoder, shared by every build in this process (tests and benches build
+# many): its 35 MB are read, checked and compiled once.
+_RERANKERS: dict[str, Reranker] = {}
+
+
+def build_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
+    """The cross-encoder of activation's reranking stage, or ``None`` and why not.
+
+    Off when the configuration turns it off (``memory.rerank_n`` 0, or the limbic mode);
+    a model that is not installed or does not load leaves the stage off with a warning:
+    the app runs without it (/healthz says so)."""
+    memory = settings.memory
+    if memory.mode != "hybrid" or memory.rerank_n <= 0 or memory.rerank_weight <= 0:
+        return None, "turned off (memory.rerank_n is 0)"
+    from backend.reranking.cross_encoder import MODEL_ID, CrossEncoderReranker
+    from backend.reranking.port import RerankerUnavailable
+    from backend.wheel_models import WheelModelError
+
+    cached = _RERANKERS.get(MODEL_ID)
+    if cached is not None:
+        return cached, None
+    try:
+        reranker = CrossEncoderReranker()
+    except (WheelModelError, RerankerUnavailable) as exc:
+        log.warning("memory reranking is off: %s", exc)
+        return None, f"not available: {exc}"
+    _RERANKERS[MODEL_ID] = reranker
+    return reranker, None
 
 
 def build_store(settings: Settings) -> VectorStore:
@@ -431,6 +464,7 @@ def build_services(
             sessions.close()
             raise StartupError(str(exc)) from exc
         activation = settings.memory.activation_policy()
+        reranker, reranker_off = build_reranker(settings)
         shared, lexical = cluster_wrapping(
             settings, sessions, embedding.store, activation.lexical_pool
         )
@@ -445,6 +479,7 @@ def build_services(
             outbox=outbox,
             # Recall reads the user's edits of the people and pets of their life.
             entity_edits=lambda ns: sessions.entity_edits(ns.user_id, ns.persona_id),
+            reranker=reranker,
             **ids,
         )
         # One model instance per role (each keeps its own prompt cache); two local ones
@@ -468,4 +503,6 @@ def build_services(
             lock.release()
         raise
     embedding.attach(long_term)
-    return Services(settings, engine, embedding.store, lock, embedding=embedding)
+    return Services(
+        settings, engine, embedding.store, lock, embedding=embedding, reranker_off=reranker_off
+    )

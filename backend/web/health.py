@@ -12,6 +12,10 @@ or a ``note`` saying why the store stays on the old model.
 ``memory`` is whether memories are being formed and saved (``backend.engine.memory_health``):
 ``ok: false`` with a ``warning`` in words once a part failed several times in a row (the
 hippocampus, the store's writes, the embedder), which makes the status ``degraded``.
+
+``reranker`` is whether activation's reranking stage runs (``on``, its ``model``) or why not
+(``off``: turned off, or its model not installed: ``./install.sh`` installs it). The app
+ranks without it, so it never makes the status ``degraded``.
 """
 
 from __future__ import annotations
@@ -101,6 +105,14 @@ def _repair_state(store: object) -> dict[str, Any]:
     return {}
 
 
+def _reranker(services: Services) -> dict[str, Any]:
+    """Activation's reranking stage: on with its model, or off and why (optional: ``ok``)."""
+    reranker = services.long_term.reranker
+    if reranker is not None:
+        return {"ok": True, "on": True, "model": reranker.model}
+    return {"ok": True, "on": False, "off": services.reranker_off or "no reranker"}
+
+
 def check_dependencies(services: Services) -> dict[str, Any]:
     """Each dependency's state (the stores, the embedder, the models), for /healthz and the
     status page."""
@@ -124,6 +136,7 @@ def check_dependencies(services: Services) -> dict[str, Any]:
         deps["session_db"] = {"ok": False, "error": type(exc).__name__}
     for name in ("chat", "hippocampus", "embedding"):
         deps[name] = _role(services, name)
+    deps["reranker"] = _reranker(services)
     if services.embedding is not None:  # the model, and a re-embedding's progress
         deps["embedding"].update(services.embedding.status())
     # Whether memories are being formed and saved: the recent outcomes, not a probe (a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,12 @@ def test_runs_on_a_tiny_locomo_like_file(
     rows = [line for line in lines if line.startswith("| ")]
     for name in (
         locomo_retrieval.NAIVE,
+        locomo_retrieval.HYBRID_ONLY,
+        locomo_retrieval.NO_RERANK,
         locomo_retrieval.NO_DIVERSITY,
         locomo_retrieval.COLLAPSE_ONLY,
         locomo_retrieval.GIST_ONLY,
+        locomo_retrieval.NO_FLOOR,
         locomo_retrieval.APP_DEFAULT,
     ):
         assert any(row.startswith(f"| {name} |") for row in rows), name
@@ -140,3 +144,65 @@ def test_runs_on_a_tiny_locomo_like_file(
     assert [cell.strip() for cell in naive[1].split("|")[2:7]] == [
         "0.778", "0.833", "0.500", "1.000", "1.000"
     ]  # fmt: skip
+
+
+class Scripted:
+    """A reranker that finds the kitten relevant, and counts the pairs it reads."""
+
+    model = "scripted"
+
+    def __init__(self) -> None:
+        self.pairs = 0
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.pairs += len(passages)
+        return [0.9 if "Pixel" in p else 0.1 for p in passages]
+
+
+def test_every_stage_on_and_off_with_its_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _locomo_like(tmp_path / "toy.json")
+    model = Scripted()
+    code = locomo_retrieval.main(
+        ["--data", str(data), "--k", "2"], embedder=BagOfWordsEmbedder(), reranker=model
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "reranker=scripted" in out
+    cost = out.split("the cost of each strategy")[1]
+    rows = {line.split("|")[1].strip(): line for line in cost.splitlines() if line.startswith("| ")}
+    # each traced strategy has its time and the pairs it handed to the reranker
+    reranked = {
+        name: float(row.split("|")[4])
+        for name, row in rows.items()
+        if name not in ("strategy", "---")
+    }
+    assert reranked[locomo_retrieval.NO_RERANK] == reranked[locomo_retrieval.HYBRID_ONLY] == 0
+    assert reranked[locomo_retrieval.APP_DEFAULT] > 0
+    assert reranked[locomo_retrieval.NO_FLOOR] >= reranked[locomo_retrieval.APP_DEFAULT]
+    # the answers are kept: strategies with the same top n do not run the model again;
+    # only the app default and the floorless one (a longer top n) ran it, 4 questions each
+    assert "cross-encoder: 8 runs of the model" in out
+    ran = reranked[locomo_retrieval.APP_DEFAULT] + reranked[locomo_retrieval.NO_FLOOR]
+    assert model.pairs == round(4 * ran)
+
+
+def test_the_sweep_prints_the_grid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _locomo_like(tmp_path / "toy.json")
+    model = Scripted()
+    code = locomo_retrieval.main(
+        ["--data", str(data), "--sweep"], embedder=BagOfWordsEmbedder(), reranker=model
+    )
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if re.match(r"\| \d+ \|", line)]
+    assert [int(row.split("|")[1]) for row in rows] == list(locomo_retrieval.SWEEP_N)
+    assert all(len(row.split("|")) == len(locomo_retrieval.SWEEP_WEIGHTS) + 3 for row in rows)
+    assert model.pairs <= 8 * 4  # each (question, turn) pair read once
+    assert (
+        locomo_retrieval.main(
+            ["--data", str(data), "--sweep"], embedder=BagOfWordsEmbedder(), reranker=None
+        )
+        == 2
+    )
