@@ -47,12 +47,12 @@ from backend.sessions.store import Message, Session
 from backend.storable_text import unstorable_reason
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.ui_chat import (
-    panel_context,
     persona_of,
     registry,
     session_or_404,
     stored_views,
 )
+from backend.web.ui_panel import panel_context
 from backend.web.ui_support import UiError, UiWriter, redirect, render, services_of
 
 log = logging.getLogger(__name__)

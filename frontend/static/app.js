@@ -225,6 +225,28 @@
     }
   });
 
+  // Switching a reply's version swaps its bubble: keep the focus on the button pressed.
+  let versionFocus = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const elt = event.detail.elt;
+    const form = elt && elt.closest ? elt.closest(".versions form") : null;
+    const article = form ? form.closest("[data-message]") : null;
+    if (!form || !article) { versionFocus = null; return; }
+    const next = form.querySelector(".version-next");
+    versionFocus = { id: article.dataset.message, cls: next ? "version-next" : "version-prev" };
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    const wanted = versionFocus;
+    versionFocus = null;
+    if (!wanted) return;
+    const article = document.querySelector('[data-message="' + CSS.escape(wanted.id) + '"]');
+    if (!article) return;
+    const same = article.querySelector(".versions ." + wanted.cls);
+    const other = article.querySelector(".versions button:not([disabled])");
+    const target = same && !same.disabled ? same : other;
+    if (target) target.focus();
+  });
+
   // The SSE stream failed to open or broke: say so in the reply's bubble.
   document.addEventListener("htmx:sseError", function (event) {
     const stream = event.target.closest ? event.target.closest("[data-stream]") : null;
