@@ -11,7 +11,9 @@ Checks (docs/reliability.md, "``limbic-memory doctor``"):
 - the session database: SQLite ``PRAGMA integrity_check`` and the schema version, or, on
   PostgreSQL, a connection and the schema version;
 - the embedding (``backend.cli.doctor_embedding``): which model made the store's vectors,
-  and a re-embedding's progress after the embedder was changed.
+  and a re-embedding's progress after the embedder was changed;
+- the reranker (``backend.cli.doctor_reranker``): whether the cross-encoder's files are
+  installed and intact (a warning when not: the app ranks without it).
 
 ``--repair`` (embedded store): every readable record (text, metadata and the vector
 where it reads) is copied into a fresh directory next to the store; records whose vector
@@ -51,6 +53,7 @@ from backend.cli.doctor_checks import (
 )
 from backend.cli.doctor_embedding import check_embedding
 from backend.cli.doctor_repair import repair_store
+from backend.cli.doctor_reranker import check_reranker
 from backend.config import Settings
 
 EXIT_OK = 0
@@ -85,6 +88,7 @@ def run(
                 guarded("outbox", check_outbox, settings),
                 guarded("session database", check_session_db, settings),
                 guarded("embedding", check_embedding, settings),
+                guarded("reranker", check_reranker, settings),
             ]
         finally:
             if lock is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.cli.doctor_reranker import check_reranker
 from backend.clock import FixedClock
 from backend.config.memory import MemorySettings
 from backend.engine import services as services_module
@@ -148,3 +149,19 @@ def test_a_reranker_that_fails_skips_the_stage_for_that_turn() -> None:
     assert len(activation.memories) == 1 and model.calls == 1
     model.down = False
     assert [m.id for m in ltm.activate(NS, "my family near Lyon hiking").memories] == ["sister"]
+
+
+def test_doctor_checks_the_files_and_warns_when_they_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = fake_settings(tmp_path / "data")
+    off = check_reranker(fake_settings(tmp_path / "data", memory={"rerank_n": 0}))
+    assert off.status == "ok" and off.details["on"] is False
+    if cross_encoder.installed() is None:
+        found = check_reranker(settings)
+        assert found.status == "ok" and found.details["on"] is True
+        assert "installed and intact" in found.lines[0]
+    monkeypatch.setattr("backend.wheel_models.sys.prefix", str(tmp_path / "bare-venv"))
+    missing = check_reranker(settings)
+    assert missing.status == "warning" and missing.details["on"] is False
+    assert "run ./install.sh" in missing.lines[0] and "ranks without" in missing.lines[0]
