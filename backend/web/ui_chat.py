@@ -69,6 +69,11 @@ def registry(request: Request) -> TurnRegistry:
     return turns
 
 
+def auto_title(text: str) -> str:
+    """A conversation's title made from a message: its start, on one line."""
+    return " ".join(text.split())[:TITLE_CHARS]
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -268,7 +273,7 @@ async def send_message(
         "title": session.title,
     }
     if session.title is None:  # name the conversation after its first message
-        title = " ".join(text.split())[:TITLE_CHARS]
+        title = auto_title(text)
         await asyncio.to_thread(services.sessions.rename, session.id, auth.user, title)
         context.update(retitled=await _sessions(services, auth.user), title=title)
     return render(request, "_turn.html", context)

@@ -47,6 +47,8 @@ from backend.sessions.store import Message, Session
 from backend.storable_text import unstorable_reason
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.ui_chat import (
+    SESSION_LIST_LIMIT,
+    auto_title,
     persona_of,
     registry,
     session_or_404,
@@ -147,7 +149,20 @@ async def delete_message(
         raise UiError(409, NOT_MERGED) from None
     except VectorStoreUnavailable:
         raise UiError(503, STORE_DOWN) from None
+    retitled = None
+    if session.title is not None and session.title == auto_title(message.content):
+        # The title was made from the deleted message: it goes too.
+        left = await asyncio.to_thread(services.sessions.transcript, session.id)
+        first = next((m.content for m in left if m.role == "user"), None)
+        title = None if first is None else auto_title(first)
+        await asyncio.to_thread(services.sessions.rename, session.id, auth.user, title)
+        retitled = await asyncio.to_thread(
+            services.sessions.list_sessions, auth.user, None, SESSION_LIST_LIMIT
+        )
+        session = await session_or_404(services, session.id, auth.user)
     context = {
+        "retitled": retitled,
+        "title": session.title or "New conversation",
         "messages": await stored_views(services, session.id),
         "persona": persona_of(services, session),
         "session_id": session.id,
@@ -195,7 +210,11 @@ async def edit_message(
     branch = entry.turn.session
     entry.revision = revision.report()
     await save_revision_report(services.engine, branch.id, revision)
-    title = (session.title or " ".join(message.content.split())[:60]) + EDIT_SUFFIX
+    # A title made from the old text is made from the new one (the old one is taken back).
+    base = session.title or ""
+    if not base or base == auto_title(message.content):
+        base = auto_title(text)
+    title = base + EDIT_SUFFIX
     await asyncio.to_thread(services.sessions.rename, branch.id, auth.user, title[:200])
     log.info("ui: session %s: message %d edited into branch %s", session.id, message.id, branch.id)
     query = urlencode({"session": branch.id, "turn": entry.turn.turn_id})

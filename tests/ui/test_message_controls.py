@@ -113,6 +113,13 @@ def test_delete_a_turn_forgets_what_only_it_formed(h: AppHarness) -> None:
         run_turn(c, session, "let's talk")
         h.drain()
         assert "Forgotten" not in c.get(f"/ui/sessions/{session}/panel").text
+        # The title was made from the first message: deleting it, the title goes too.
+        first = h.services.sessions.transcript(session)[0]
+        assert h.services.sessions.get_session(session, "local").title == first.content
+        deleted = c.post(f"/ui/sessions/{session}/messages/{first.id}/delete")
+        assert 'id="session-list"' in deleted.text and "let&#39;s talk" in deleted.text
+        assert h.services.sessions.get_session(session, "local").title == "let's talk"
+        assert memories(h) == []
 
 
 def test_edit_continues_in_a_branch_and_revises_memory(h: AppHarness) -> None:
