@@ -58,6 +58,25 @@ KEPT = "also formed from another message"
 POLL_S = 0.2
 
 
+TITLE_CHARS = 60  # a title made from a message: its start
+EDITED = " (edited)"
+
+
+def auto_title(text: str) -> str:
+    """A conversation's title made from a message (the browser UI names a conversation
+    after its first one): its start, on one line."""
+    return " ".join(text.split())[:TITLE_CHARS]
+
+
+def branch_title(title: str | None, old: str, new: str) -> str:
+    """An edit's branch's title: the conversation's, marked; one made from the old text
+    is made from the new one instead (the old text is taken back)."""
+    base = title or ""
+    if not base or base == auto_title(old):
+        base = auto_title(new)
+    return (base + EDITED)[:200]
+
+
 class NotMergedYet(Exception):
     """The turn's memories are still being formed: try again in a moment."""
 

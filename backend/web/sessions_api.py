@@ -36,6 +36,7 @@ from backend.config import PERSONA_ID_PATTERN
 from backend.engine.revisions import (
     NotMergedYet,
     Revision,
+    branch_title,
     delete_turn,
     edit_request,
     retract_for_edit,
@@ -246,7 +247,7 @@ async def edit_message(
     async with AsyncExitStack() as stack:
         turn = await stack.enter_async_context(services.engine.turn(request))
         await save_revision_report(services.engine, turn.session.id, revision)
-        title = f"{session.title or 'Conversation'} (edited)"[:200]
+        title = branch_title(session.title, message.content, body.content)
         await asyncio.to_thread(services.sessions.rename, turn.session.id, user, title)
         try:
             async for _ in turn.stream():

@@ -32,6 +32,7 @@ from markupsafe import escape
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from backend.engine.report import activation_part
+from backend.engine.revisions import auto_title
 from backend.engine.services import Services
 from backend.engine.turn import SessionConflict, TurnRequest
 from backend.personas import Persona, UnknownPersona
@@ -54,7 +55,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 
 SESSION_LIST_LIMIT = 200  # conversations shown in the sidebar
-TITLE_CHARS = 60  # an automatic title: the start of the first message
 MAX_TITLE = 200
 STOP_WAIT_S = 15.0  # how long the stop button's look-up waits for the stream to close
 GONE = "the client went away"  # the engine's error for a reply cut short (turn_reply.GONE)
@@ -67,11 +67,6 @@ def registry(request: Request) -> TurnRegistry:
     if turns is None:
         turns = request.app.state.ui_turns = TurnRegistry(services_of(request).engine)
     return turns
-
-
-def auto_title(text: str) -> str:
-    """A conversation's title made from a message: its start, on one line."""
-    return " ".join(text.split())[:TITLE_CHARS]
 
 
 def _now() -> datetime:

@@ -36,6 +36,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from backend.engine.revisions import (
     NotMergedYet,
+    auto_title,
+    branch_title,
     delete_turn,
     edit_request,
     retract_for_edit,
@@ -48,7 +50,6 @@ from backend.storable_text import unstorable_reason
 from backend.stores.vector_port import VectorStoreUnavailable
 from backend.web.ui_chat import (
     SESSION_LIST_LIMIT,
-    auto_title,
     persona_of,
     registry,
     session_or_404,
@@ -62,7 +63,6 @@ router = APIRouter(include_in_schema=False)
 
 NOT_MERGED = "Its memories are still being formed. Try again in a moment."
 STORE_DOWN = "The memory store cannot be reached, so nothing was changed. Try again later."
-EDIT_SUFFIX = " (edited)"
 
 
 async def _message(
@@ -210,12 +210,8 @@ async def edit_message(
     branch = entry.turn.session
     entry.revision = revision.report()
     await save_revision_report(services.engine, branch.id, revision)
-    # A title made from the old text is made from the new one (the old one is taken back).
-    base = session.title or ""
-    if not base or base == auto_title(message.content):
-        base = auto_title(text)
-    title = base + EDIT_SUFFIX
-    await asyncio.to_thread(services.sessions.rename, branch.id, auth.user, title[:200])
+    title = branch_title(session.title, message.content, text)
+    await asyncio.to_thread(services.sessions.rename, branch.id, auth.user, title)
     log.info("ui: session %s: message %d edited into branch %s", session.id, message.id, branch.id)
     query = urlencode({"session": branch.id, "turn": entry.turn.turn_id})
     return redirect(request, f"/?{query}")
