@@ -18,7 +18,8 @@ quality"); this guard stops the rest:
   first-person start or a go-ahead, whose failure shows later in the sentence). A failure
   rejects the attempt: the caller stops the generation and samples again with the
   ``Rejection.hint`` for the model (``backend.engine.turn_reply``). On the caller's last
-  attempt (``check_opening=False``) only a health note's check runs;
+  attempt (``check_opening=False``) only a health note's check runs, and the message said
+  back or a short earlier reply said again whole are still rejected;
 - **some sentences later in the reply are left out**: one that starts like a help-desk
   line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
@@ -74,6 +75,7 @@ HOLD_TOKENS = 10  # the most the opening is held back
 REMINDER_NOTES = 2
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
 ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
+ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the partner…")
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
 # with Qwen2.5-Coder-1.5B in bench.reply_quality) and lets "That sounds hard, Tom." by.
@@ -147,6 +149,12 @@ _SPEAKER = {"i": "1", "me": "1", "my": "1", "mine": "1", "im": "1", "myself": "1
 _SPEAKER |= {"you": "2", "your": "2", "yours": "2", "youre": "2", "yourself": "2"}
 _SPEAKER |= {"我": "1", "你": "2", "您": "2"}
 _CONTRACTED_I = re.compile(r"\bi'(ll|d|ve)\b")
+# "who is" and "who's" are one token, so a copy of the message does not end at the first
+# contraction said in full ("…the partner who's interviewing me…" said back as "the
+# partner who is interviewing me": bench.reply_quality's long session).
+_FULL_BE = re.compile(
+    r"\b(?:(i) am|(you|we|they) are|(it|that|who|what|there|here|he|she|where|how) is)\b"
+)
 _SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
 
 _REFUSAL = re.compile(
@@ -337,8 +345,17 @@ def words(text: str) -> list[str]:
     """Lowercase word and CJK-character tokens, speaker pronouns folded (module doc)."""
     # "I'll", "I'd", "I've" are "I" and a verb ("ill", "id", "ive" once the apostrophe
     # goes would hide the speaker: "I'll aim for eight minutes" said back to the user).
-    flat = _CONTRACTED_I.sub(r"i \1", _normal(text)).replace("'", "")
+    flat = _FULL_BE.sub(_contracted, _normal(text))
+    flat = _CONTRACTED_I.sub(r"i \1", flat).replace("'", "")
     return [_SPEAKER.get(w, w) for w in _WORD.findall(flat)]
+
+
+def _contracted(match: re.Match[str]) -> str:
+    if match.group(1):
+        return "i'm"
+    if match.group(2):
+        return f"{match.group(2)}'re"
+    return f"{match.group(3)}'s"
 
 
 def _mirrored(tokens: Sequence[str]) -> list[str]:
@@ -357,23 +374,44 @@ def _run(a: Sequence[str], i: int, b: Sequence[str], j: int) -> int:
     return n
 
 
+def _echo_starts(reply: Sequence[str]) -> range:
+    """Where in the reply a copy of the message may start: within its first three words,
+    a CJK character counting half a word ("她的奶奶" and then the message said back)."""
+    words_before = 0.0
+    for i, token in enumerate(reply):
+        if words_before >= ECHO_START_WORDS:
+            return range(i)
+        words_before += 0.5 if _is_cjk(token) else 1.0
+    return range(len(reply))
+
+
 def _copied_run(reply: Sequence[str], message: Sequence[str]) -> int:
     """The longest run of ``message`` tokens the reply starts copying within its first
-    three tokens."""
-    starts = range(min(3, len(reply)))
+    three words (``_echo_starts``)."""
+    starts = _echo_starts(reply)
     return max((_run(reply, i, message, j) for i in starts for j in range(len(message))), default=0)
 
 
 def _copying(reply: Sequence[str], message: Sequence[str]) -> bool:
-    """The reply, from one of its first three tokens to its last, is a run of the message
+    """The reply, from one of its first three words to its last, is a run of the message
     (of two words, or one CJK character): an echo may be under way (the 1.5B's "哈哈，"
     and then "周末本来想去爬山，结果一觉睡到中午", the message, word for word)."""
     return any(
-        _run(reply, i, message, j) == len(reply) - i
+        _copies_to_end(reply, i, message, j)
         and (len(reply) - i >= 2 or _is_cjk(reply[i]))  # one shared word is no echo yet
-        for i in range(min(3, len(reply)))
+        for i in _echo_starts(reply)
         for j in range(len(message))
     )
+
+
+def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int) -> bool:
+    """``reply`` from ``i`` is ``message`` from ``j``, its last token maybe a word still
+    streaming ("who" of "who's", "interview" of "interviewing")."""
+    n = _run(reply, i, message, j)
+    if n == len(reply) - i:
+        return True
+    last = len(reply) - 1
+    return n == last - i and j + n < len(message) and message[j + n].startswith(reply[last])
 
 
 def is_helpdesk_sentence(sentence: str) -> bool:
@@ -399,7 +437,9 @@ class ReplyGuard:
     """One attempt's stream: ``feed`` each piece and show what it returns; ``end`` at the
     end of the stream. Either may return a ``Rejection`` instead (see module docstring).
     ``check_opening=False`` (the caller's last attempt) only leaves sentences out and,
-    with a health note, still holds the opening for its check."""
+    with a health note, still holds the opening for its check. ``session_replies``: the
+    session's earlier replies the prompt no longer shows, whose sentences are not said
+    again either."""
 
     def __init__(
         self,
@@ -409,6 +449,7 @@ class ReplyGuard:
         check_opening: bool = True,
         health_notes: Sequence[str] = (),
         answer_notes: Sequence[str] = (),
+        session_replies: Sequence[str] = (),
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -428,13 +469,22 @@ class ReplyGuard:
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
+        # Short earlier replies, whole: a last attempt that says one again is not shown.
+        self._short_earlier = {
+            tuple(w)
+            for w in (words(reply) for reply in (*session_replies, *earlier_replies))
+            if 0 < len(w) <= HOLD_TOKENS + 2
+        }
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in ("health", "refusal", "repeat", "forgot", "human")
         ]
+        # Sentences are compared with the session's earlier replies too, not only the
+        # prompt's: a long evening's formula ("That's great to hear!") comes back once the
+        # reply that said it has left the short-term window.
         self._earlier_sentences = {
             tuple(words(sentence))
-            for reply in earlier_replies
+            for reply in (*session_replies, *earlier_replies)
             for sentence in _split_sentences(reply)
         }
         self._starts = {
@@ -488,6 +538,12 @@ class ReplyGuard:
             )
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
+            # ... nor a short earlier reply said again whole ("好的，请继续聊天。" twice).
+            if any(_starts_with(short, tokens) for short in self._short_earlier):
+                if not final:
+                    return False
+                if tuple(tokens) in self._short_earlier:
+                    return self._reject("repeat", text)
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)

@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 
 # The most recalled notes a retry's "you do know this" hint says (``reply_guard``).
 ANSWER_NOTES = 3
+# The session's earlier replies the guard compares sentences with: a long evening's
+# formula ("That's great to hear!") came back 40 turns on (bench.reply_quality's long part).
+SESSION_REPLIES = 40
 
 
 __all__ = ["SessionConflict", "Turn", "TurnEngine", "TurnOutcome", "TurnRequest", "TurnSettings"]
@@ -389,6 +392,19 @@ class TurnEngine:
                 client_system=request.client_system,
                 examples=request.examples,
             )
+            if kind != "continue":
+                # The guard leaves out a sentence an earlier reply said, beyond the prompt's.
+                rows = await asyncio.to_thread(
+                    self.sessions.tail, session.id, 2 * SESSION_REPLIES + 2
+                )
+                before = target.seq if target is not None else None
+                turn.session_replies = tuple(
+                    m.content
+                    for m in rows
+                    if m.role == "assistant"
+                    and m.content.strip()
+                    and (before is None or m.seq < before)
+                )[-SESSION_REPLIES:]
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
             turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
             turn.answer_notes = tuple(m.content for m in answers)

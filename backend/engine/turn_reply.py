@@ -104,6 +104,9 @@ class Turn:
     # The recalled notes the message is about: a reply that denies knowing them is
     # sampled again with them (``reply_guard``'s "forgot").
     answer_notes: tuple[str, ...] = ()
+    # The session's earlier replies, older ones included (``SESSION_REPLIES``): the guard
+    # leaves out a sentence said in any of them, not only in the prompt's.
+    session_replies: tuple[str, ...] = ()
 
     @property
     def namespace(self) -> Namespace:
@@ -326,6 +329,7 @@ class Turn:
                     check_opening=not last,
                     health_notes=self.health_notes,
                     answer_notes=self.answer_notes,
+                    session_replies=self.session_replies,
                 )
                 if on
                 else None
@@ -363,7 +367,7 @@ class Turn:
                     elif shown_any or rest.strip() or not guard.left_out:
                         yield TextDelta(rest)
                     else:  # every sentence was left out (a retry's hint said back)
-                        yield TextDelta(lost_thread(user_text))
+                        yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))
             except LLMError:
                 held = guard.flush() if guard is not None else ""
                 if held:  # what came before the failure is shown (and stored) with it
@@ -383,22 +387,32 @@ class Turn:
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
-            if last:  # the last attempt is checked for a go-ahead and an echo only
+            if last:  # the last attempt is checked for a go-ahead, an echo and a repeat only
                 if self.health_notes:
                     yield TextDelta(health_reminder(user_text, self.health_notes))
                 else:
-                    yield TextDelta(lost_thread(user_text))
+                    yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))
                 yield Finish("stop")
                 return
             hints.append(rejected.hint)
 
 
-def lost_thread(user_text: str) -> str:
+_LOST_THREAD = (
+    "Sorry, I lost my train of thought there. Tell me a bit more?",
+    "Hmm, my mind wandered for a second. Go on, I'm listening?",
+)
+_LOST_THREAD_ZH = ("抱歉，我刚才走神了。你能再多说一点吗？", "嗯，我刚才有点分心了。你接着说？")
+
+
+def lost_thread(user_text: str, earlier: Sequence[str] = ()) -> str:
     """The reply when the guard left out every sentence of the last attempt (it only said
-    a retry's hint back): a plain request to go on, in Chinese to a message in Chinese."""
-    if any("\u3400" <= ch <= "\u9fff" for ch in user_text):
-        return "抱歉，我刚才走神了。你能再多说一点吗？"
-    return "Sorry, I lost my train of thought there. Tell me a bit more?"
+    a retry's hint back) or that attempt said the message or an earlier reply back: a
+    plain request to go on, in Chinese to a message in Chinese, and not the one the
+    session's last such reply said (``earlier``: the session's earlier replies)."""
+    cjk = any("\u3400" <= ch <= "\u9fff" for ch in user_text)
+    choices = _LOST_THREAD_ZH if cjk else _LOST_THREAD
+    said = {" ".join(reply.split()) for reply in earlier}
+    return next((c for c in choices if c not in said), choices[0])
 
 
 def health_reminder(user_text: str, notes: Sequence[str]) -> str:

@@ -426,10 +426,11 @@ def test_a_sentence_said_before_with_a_new_ending_is_left_out() -> None:
 
 
 def test_the_health_note_said_at_the_end_of_a_last_attempt_left_out_is_spaced() -> None:
-    # The last attempt repeats an earlier reply: shown after all, then the note, apart.
+    # The last attempt repeats an earlier reply's sentence: shown after all, then the note,
+    # apart. (A short earlier reply said again whole is not shown: test below.)
     guard = ReplyGuard(
         "Anything I should be careful about?",
-        ["Your cat is Biscuit."],
+        ["Your cat is Biscuit. She is lovely."],
         check_opening=False,
         health_notes=PEANUTS,
     )
@@ -644,3 +645,54 @@ def test_an_echo_after_an_interjection_is_caught() -> None:
     assert rejected is not None and rejected.reason == "echo"
     fine = "哈哈，睡懒觉也是一种休息嘛！下次早点出发？"
     assert run(ReplyGuard(message), fine) == (fine, None)
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        # "who's" said in full ("who is") still copies the message (the long session).
+        (
+            "apparently the partner who's interviewing me is on a site visit on Wednesday",
+            "Yes, the partner who is interviewing me is on a site visit on Wednesday.",
+        ),
+        # Four CJK characters before the copy are two words, not four.
+        (
+            "她每天早上都去公园跳广场舞，比我还忙哈哈",
+            "她的奶奶每天早上都去公园跳广场舞，比我还忙哈哈。",
+        ),
+    ],
+)
+def test_an_echo_behind_a_short_lead_or_a_contraction_is_rejected(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is not None and rejected.reason == "echo"
+    assert shown == ""
+
+
+def test_contractions_and_full_forms_are_the_same_tokens() -> None:
+    assert words("who's there? I'm here, you're late") == words(
+        "who is there? I am here, you are late"
+    )
+    # A possessive stays a name's: "Tom's" is not "Tom is".
+    assert words("Tom's dog") == ["toms", "dog"]
+
+
+def test_a_sentence_of_an_older_reply_the_prompt_no_longer_shows_is_left_out() -> None:
+    older = ["That's great to hear! Are you looking for any help with your plans?"]
+    reply = "That's great to hear! It's always nice to see your flatmate."
+    message = "my flatmate Rosie just came home, she says hi"
+    shown, rejected = run(ReplyGuard(message, session_replies=older), reply)
+    assert rejected is None and shown.strip() == "It's always nice to see your flatmate."
+    # Without the session's older replies, the prompt's alone do not have it.
+    shown, _ = run(ReplyGuard(message), reply)
+    assert shown.startswith("That's great to hear!")
+
+
+def test_a_last_attempt_that_says_a_short_earlier_reply_again_is_rejected() -> None:
+    message = "今年秋天想请假回去看看她，不知道能不能请下来"
+    guard = ReplyGuard(message, session_replies=["好的，请继续聊天。"], check_opening=False)
+    shown, rejected = run(guard, "好的，请继续聊天。")
+    assert rejected is not None and rejected.reason == "repeat" and shown == ""
+    # One that starts the same and goes on is shown as it comes.
+    guard = ReplyGuard(message, session_replies=["好的，请继续聊天。"], check_opening=False)
+    shown, rejected = run(guard, "好的，请继续说说你的计划，老板会同意的。")
+    assert rejected is None and shown == "好的，请继续说说你的计划，老板会同意的。"

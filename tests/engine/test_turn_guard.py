@@ -149,3 +149,30 @@ async def test_a_reply_that_forgets_what_a_recalled_note_says_is_asked_again(rig
     assert rejected == ["forgot"] and shown == "On 20 December! Not long now."
     hint = rig.chat.calls[-1].messages[-1]["content"]
     assert hint.startswith("You do know this") and "Your sister Mei is getting married" in hint
+
+
+def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
+    first = lost_thread("I had a rough day")
+    second = lost_thread("I had a rough day", [first])
+    assert second != first and lost_thread("I had a rough day", [second]) == first
+    assert lost_thread("我今天好累", [lost_thread("我今天好累")]) != lost_thread("我今天好累")
+
+
+async def test_the_guard_compares_with_replies_the_prompt_no_longer_shows(rig: Rig) -> None:
+    # A reply said early in the session, then enough turns for it to leave the window.
+    rig.chat.enqueue(["That", "'s", " great", " to", " hear", "!", " Tell", " me", " more", "."])
+    await reply(rig, "I finally finished the quarterly report today")
+    for i in range(12):
+        rig.chat.enqueue([f"Reply number {i} about thing {i}."])
+        await reply(rig, f"message number {i} with some words {i}")
+    rig.chat.enqueue(
+        ["That", "'s", " great", " to", " hear", "!", " Say", " hi", " to", " Rosie", "."]
+    )
+    async with rig.engine.turn(
+        TurnRequest(user_id="u1", text="my flatmate Rosie just came home", session_id="s1")
+    ) as turn:
+        rig.hippocampus.enqueue([QUIET])
+        shown = "".join([piece async for piece in turn.stream()])
+    await turn.merged  # type: ignore[misc]
+    assert turn.session_replies[0].startswith("That's great to hear! Tell me more.")
+    assert shown.strip() == "Say hi to Rosie."
