@@ -19,7 +19,7 @@ quality"); this guard stops the rest:
   rejects the attempt: the caller stops the generation and samples again with the
   ``Rejection.hint`` for the model (``backend.engine.turn_reply``). On the caller's last
   attempt (``check_opening=False``) only a health note's check runs, and the message said
-  back or a short earlier reply said again whole are still rejected;
+  back is still rejected;
 - **some sentences later in the reply are left out**: one that starts like a help-desk
   line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
@@ -469,12 +469,6 @@ class ReplyGuard:
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
-        # Short earlier replies, whole: a last attempt that says one again is not shown.
-        self._short_earlier = {
-            tuple(w)
-            for w in (words(reply) for reply in (*session_replies, *earlier_replies))
-            if 0 < len(w) <= HOLD_TOKENS + 2
-        }
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in ("health", "refusal", "repeat", "forgot", "human")
@@ -538,12 +532,6 @@ class ReplyGuard:
             )
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
-            # ... nor a short earlier reply said again whole ("好的，请继续聊天。" twice).
-            if any(_starts_with(short, tokens) for short in self._short_earlier):
-                if not final:
-                    return False
-                if tuple(tokens) in self._short_earlier:
-                    return self._reject("repeat", text)
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)

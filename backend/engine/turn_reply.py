@@ -387,7 +387,7 @@ class Turn:
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
-            if last:  # the last attempt is checked for a go-ahead, an echo and a repeat only
+            if last:  # the last attempt is checked for a go-ahead and an echo only
                 if self.health_notes:
                     yield TextDelta(health_reminder(user_text, self.health_notes))
                 else:
@@ -406,7 +406,7 @@ _LOST_THREAD_ZH = ("抱歉，我刚才走神了。你能再多说一点吗？", 
 
 def lost_thread(user_text: str, earlier: Sequence[str] = ()) -> str:
     """The reply when the guard left out every sentence of the last attempt (it only said
-    a retry's hint back) or that attempt said the message or an earlier reply back: a
+    a retry's hint back) or that attempt said the message back: a
     plain request to go on, in Chinese to a message in Chinese, and not the one the
     session's last such reply said (``earlier``: the session's earlier replies)."""
     cjk = any("\u3400" <= ch <= "\u9fff" for ch in user_text)

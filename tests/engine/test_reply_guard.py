@@ -427,7 +427,7 @@ def test_a_sentence_said_before_with_a_new_ending_is_left_out() -> None:
 
 def test_the_health_note_said_at_the_end_of_a_last_attempt_left_out_is_spaced() -> None:
     # The last attempt repeats an earlier reply's sentence: shown after all, then the note,
-    # apart. (A short earlier reply said again whole is not shown: test below.)
+    # apart.
     guard = ReplyGuard(
         "Anything I should be careful about?",
         ["Your cat is Biscuit. She is lovely."],
@@ -685,14 +685,3 @@ def test_a_sentence_of_an_older_reply_the_prompt_no_longer_shows_is_left_out() -
     # Without the session's older replies, the prompt's alone do not have it.
     shown, _ = run(ReplyGuard(message), reply)
     assert shown.startswith("That's great to hear!")
-
-
-def test_a_last_attempt_that_says_a_short_earlier_reply_again_is_rejected() -> None:
-    message = "今年秋天想请假回去看看她，不知道能不能请下来"
-    guard = ReplyGuard(message, session_replies=["好的，请继续聊天。"], check_opening=False)
-    shown, rejected = run(guard, "好的，请继续聊天。")
-    assert rejected is not None and rejected.reason == "repeat" and shown == ""
-    # One that starts the same and goes on is shown as it comes.
-    guard = ReplyGuard(message, session_replies=["好的，请继续聊天。"], check_opening=False)
-    shown, rejected = run(guard, "好的，请继续说说你的计划，老板会同意的。")
-    assert rejected is None and shown == "好的，请继续说说你的计划，老板会同意的。"
