@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from backend.hippocampus import SessionMemoryState
@@ -201,17 +202,43 @@ def second_person(text: str) -> str:
     return text.replace("用户的", "你的").replace("用户", "你")
 
 
-def note_line(memory: Memory) -> str:
-    when = memory.created_at.date().isoformat()
+def noted_when(created_at: datetime, now: datetime) -> str:
+    """When a note was written, said as a person would: "today", "3 weeks ago"."""
+    days = (now.astimezone(UTC).date() - created_at.astimezone(UTC).date()).days
+    if days <= 0:
+        return "today"
+    if days == 1:
+        return "yesterday"
+    for unit, size, up_to in (("day", 1, 14), ("week", 7, 60), ("month", 30, 730)):
+        if days < up_to:
+            n = days // size
+            return f"{n} {unit}{'s' if n > 1 else ''} ago"
+    n = days // 365
+    return f"{n} year{'s' if n > 1 else ''} ago"
+
+
+def note_line(memory: Memory, now: datetime | None = None) -> str:
+    """One recalled note: when it was noted, and "health" for a health note (the app's
+    rule points at it). An ISO date and the category cost ~15 of Qwen's tokens a note
+    (every digit is one), "(3 weeks ago)" 4-6: ~70 prompt tokens, ~1 s on two cores, in
+    a block of eight (docs/benchmarks.md, "Reply quality")."""
+    when = noted_when(memory.created_at, now or datetime.now(UTC))
     if memory.subject == "persona":
-        return f"- [{when}, about you (the companion)] {_neutralise(memory.content)}"
-    return f"- [{when}, {memory.category}] {_neutralise(second_person(memory.content))}"
+        return f"- ({when}, about you, the companion) {_neutralise(memory.content)}"
+    tag = f"{when}, health" if is_health_note(memory) else when
+    return f"- ({tag}) {_neutralise(second_person(memory.content))}"
 
 
-def memory_block(background: str, memories: Sequence[Memory], *, brief: bool = False) -> str | None:
+def memory_block(
+    background: str,
+    memories: Sequence[Memory],
+    *,
+    brief: bool = False,
+    now: datetime | None = None,
+) -> str | None:
     """The system block with the background and the recalled notes, or None if both empty.
     ``brief``: the prompt shows the whole preamble in an earlier block; a block with a
-    background always has it."""
+    background always has it. ``now``: what the notes' ages are counted from."""
     if not background.strip() and not memories:
         return None
     brief = brief and not background.strip()
@@ -219,8 +246,8 @@ def memory_block(background: str, memories: Sequence[Memory], *, brief: bool = F
     if background.strip():
         lines.append(f"Summary of the conversation so far: {_neutralise(background)}")
     if memories:
-        lines.append("Recalled notes (date noted, category):")
-        lines += [note_line(memory) for memory in memories]
+        lines.append("Recalled notes (when noted):")
+        lines += [note_line(memory, now) for memory in memories]
     lines.append(NOTES_CLOSE)
     if any(is_health_note(memory) for memory in memories):
         lines.append(HEALTH_RULE)
@@ -240,6 +267,7 @@ def build_main_messages(
     instruction: str | None = None,
     images: Sequence[Mapping[str, Any]] = (),
     brief_notes: bool = False,
+    now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """The OpenAI-format messages the main model streams its reply from.
 
@@ -251,7 +279,8 @@ def build_main_messages(
     assistant message. ``instruction``: the client's instruction for this reply (its
     system messages after the last user message), last. ``images``: the user message's
     image parts (for a chat model that takes images). ``brief_notes``: this turn's block
-    has the brief preamble (``memory_block``).
+    has the brief preamble (``memory_block``). ``now``: what the notes' ages are
+    counted from (the same as ``shown_notes``' block's, so the two are one text).
     """
     earlier = dict(earlier_notes or {})
     parts = [system_prompt.strip(), (client_system or "").strip()]
@@ -267,7 +296,7 @@ def build_main_messages(
             messages.append({"role": item.role, "content": item.text})
     # Right before the message it serves (Qwen2.5-0.5B used the notes there: the persona
     # demos, docs/demos.md).
-    block = memory_block(state.background, memories, brief=brief_notes)
+    block = memory_block(state.background, memories, brief=brief_notes, now=now)
     if block:
         messages.append({"role": "system", "content": block})
     if user_message is not None and images:

@@ -147,6 +147,7 @@ class ShownNotes:
         verbatim_from: int | None = None,
         pertinent: Collection[str] | None = None,
         answers: Collection[str] = (),
+        now: datetime | None = None,
     ) -> NotesPlan:
         """This turn's notes: the window's earlier blocks, and a block with what they lack.
 
@@ -158,7 +159,7 @@ class ShownNotes:
         recalled notes the message is about (``pertinent_ids``), the only ones shown again
         when the window shows them already; ``None``: every one of the best. ``answers``:
         the ids of the notes that answer the message's question, shown again unless the
-        previous message was shown them."""
+        previous message was shown them. ``now``: what the notes' ages are counted from."""
         window = self._sessions.get(session_id, _Window([], [], ()))
         moments = window.moments
         if merged is not None:
@@ -220,7 +221,7 @@ class ShownNotes:
         start = view.short_term[0].text if view.short_term else ""
         # The rules are said once in full in the prompt; later blocks point back to them.
         brief = any(s.block.startswith(MEMORY_PREAMBLE) for s in earlier)
-        block = memory_block(background, new, brief=brief) or ""
+        block = memory_block(background, new, brief=brief, now=now) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
         return NotesPlan(

@@ -360,6 +360,7 @@ class TurnEngine:
             # reply that says it does not know them is asked again (``reply_guard``).
             answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
             answers = answers[:ANSWER_NOTES]
+            now = self.clock.now()
             notes = self.shown_notes.plan(
                 session.id,
                 view,
@@ -370,6 +371,7 @@ class TurnEngine:
                 verbatim_from=start,
                 pertinent=pertinent,
                 answers={m.id for m in answers} if asks_question(user_text) else (),
+                now=now,
             )
             turn.messages = build_main_messages(
                 system_prompt=persona.system_prompt,
@@ -383,6 +385,7 @@ class TurnEngine:
                 instruction=request.instruction,
                 images=request.images if kind == "turn" else (),
                 brief_notes=notes.brief,
+                now=now,
             )
             self.shown_notes.record(session.id, notes)
             turn.injected = injected_memories(turn.activation, turn.recalled, notes)

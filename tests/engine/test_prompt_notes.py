@@ -3,7 +3,7 @@ the second person, with the health rule next to a health note."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,6 +13,7 @@ from backend.engine.prompt import (
     MEMORY_PREAMBLE,
     memory_block,
     note_line,
+    noted_when,
     second_person,
 )
 from backend.memory.types import Memory
@@ -121,16 +122,20 @@ def test_a_notes_pronouns_for_the_user_are_said_to_them(stored: str, shown: str)
 
 
 def memory(content: str, **extra: object) -> Memory:
-    fields: dict = {"category": "general", "importance": 0.8, **extra}
-    return Memory(id="m", content=content, created_at=T, last_accessed=T, **fields)
+    fields: dict = {"category": "general", "importance": 0.8, "created_at": T, **extra}
+    return Memory(id="m", content=content, last_accessed=T, **fields)
 
 
 def test_note_lines_and_the_health_rule() -> None:
     allergy = memory("The user is allergic to peanuts.", category="health")
-    assert note_line(allergy) == "- [2026-05-01, health] You are allergic to peanuts."
+    later = T + timedelta(days=17)
+    assert note_line(allergy, later) == "- (2 weeks ago, health) You are allergic to peanuts."
+    # only a health note says its category (the rule below points at it)
+    cat = memory("The user's cat is Tama.", category="relationship")
+    assert note_line(cat, T) == "- (today) Your cat is Tama."
     # what the companion itself said stays as it was written
     own = memory("The companion said it loves rain.", subject="persona")
-    assert note_line(own).endswith("] The companion said it loves rain.")
+    assert note_line(own, T).endswith(") The companion said it loves rain.")
     block = memory_block("", [allergy])
     assert block is not None and block.endswith(HEALTH_RULE)
     plain = memory_block("", [memory("The user's cat is Tama.", category="relationship")])
@@ -144,3 +149,21 @@ def test_a_brief_block_points_back_to_the_rules_but_a_background_gets_them_whole
     assert MEMORY_PREAMBLE not in brief and "Your cat is Tama." in brief
     whole = memory_block("The user moved to Leeds.", [cat], brief=True)
     assert whole is not None and whole.startswith(MEMORY_PREAMBLE)
+
+
+@pytest.mark.parametrize(
+    ("days", "said"),
+    [
+        (0, "today"), (1, "yesterday"), (2, "2 days ago"), (13, "13 days ago"),
+        (14, "2 weeks ago"), (59, "8 weeks ago"), (60, "2 months ago"), (729, "24 months ago"),
+        (730, "2 years ago"), (-1, "today"),
+    ],
+)  # fmt: skip
+def test_a_note_says_how_long_ago_it_was_noted(days: int, said: str) -> None:
+    assert noted_when(T, T + timedelta(days=days)) == said
+
+
+def test_the_block_and_the_turn_count_ages_from_the_same_moment() -> None:
+    old_note = memory("The user moved to Geelong.", created_at=T - timedelta(days=40))
+    block = memory_block("", [old_note], now=T)
+    assert block is not None and "- (5 weeks ago) You moved to Geelong." in block

@@ -394,7 +394,7 @@ async def test_a_session_note_is_left_out_while_its_message_is_in_the_window(
     assert "Recalled notes" not in notes[2] and "Recalled notes" not in notes[3]
     # Mei's message has left the window: the note is shown.
     assert rig.chat.calls[5].messages[1]["content"] == long
-    assert f"relationship] {second_person(mei)}" in notes[5]
+    assert f") {second_person(mei)}" in notes[5]
 
 
 def test_a_health_note_is_always_shown_next_to_the_message_with_the_rule(
