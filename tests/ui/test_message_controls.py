@@ -10,7 +10,7 @@ import httpx
 
 from backend.memory.types import Namespace
 from tests.llm.scripted_server import Reply
-from tests.ui.conftest import client, hippocampus_reply
+from tests.ui.conftest import API_KEY, OTHER_KEY, client, hippocampus_reply
 from tests.ui.test_pages import new_session, run_turn
 from tests.web.harness import AppHarness
 
@@ -242,3 +242,27 @@ def test_a_stateless_clients_edit_is_a_branch_that_deletes_nothing(h: AppHarness
     h.drain()
     assert memories(h) == ["The user is allergic to peanuts.", "The user is allergic to shellfish."]
     assert len(h.services.sessions.list_sessions("local")) == 2  # the parent and its branch
+
+
+def test_another_users_messages_cannot_be_touched(auth_h: AppHarness) -> None:
+    alice = {"Authorization": f"Bearer {API_KEY}"}
+    bob = {"Authorization": f"Bearer {OTHER_KEY}"}
+    with httpx.Client(base_url=auth_h.base_url, timeout=10) as c:
+        created = c.post("/ui/sessions", data={"persona": "companion"}, headers=alice)
+        session = created.headers["location"].split("session=")[1]
+        auth_h.chat.enqueue(Reply(chunks=["Hello, nice to meet you!"]))
+        answer = c.post(
+            "/v1/chat/completions",
+            json={"model": "companion", "messages": [{"role": "user", "content": "hi"}]},
+            headers={**alice, "X-Session-Id": session},
+        )
+        assert answer.status_code == 200, answer.text
+        auth_h.drain()
+        said, reply = auth_h.services.sessions.transcript(session)
+        base = f"/ui/sessions/{session}/messages"
+        for path in (f"{said.id}/delete", f"{reply.id}/regenerate", f"{reply.id}/versions/1"):
+            assert c.post(f"{base}/{path}", headers=bob).status_code == 404
+        edit = c.post(f"{base}/{said.id}/edit", data={"text": "x"}, headers=bob)
+        assert edit.status_code == 404
+        assert c.delete(f"/api/sessions/{session}/messages/1", headers=bob).status_code == 404
+        assert len(auth_h.services.sessions.transcript(session)) == 2
