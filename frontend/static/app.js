@@ -277,6 +277,13 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
-    scrollToEnd(true);
+    // A link to one message (the memories page's "from:"): shown, not the conversation's end.
+    const linked = location.hash.indexOf("#msg-") === 0 ? document.getElementById(location.hash.slice(1)) : null;
+    if (linked) {
+      linked.classList.add("linked");
+      linked.scrollIntoView({ block: "center" });
+    } else {
+      scrollToEnd(true);
+    }
   });
 })();

@@ -93,8 +93,8 @@ def test_edit_a_message_and_the_memories_page_follows(page: Any, h: AppHarness) 
     assert cards == [SHELLFISH]
     source = page.locator(".memory-source a").first
     assert "I'm allergic to shellfish" in source.inner_text()
-    source.click()  # the link leads to the message, in its conversation
-    page.locator("#messages article.msg.user", has_text="shellfish").wait_for()
+    source.click()  # the link leads to the message, in its conversation, marked
+    page.locator("#messages article.msg.user.linked", has_text="shellfish").wait_for()
 
 
 def test_delete_a_message_and_its_memory_is_gone(page: Any, h: AppHarness) -> None:
