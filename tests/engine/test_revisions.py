@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -16,6 +17,7 @@ from backend.engine.revisions import (
 )
 from backend.engine.turn import TurnRequest
 from backend.memory.types import Namespace
+from backend.stores.vector_port import VectorStoreUnavailable
 
 from .conftest import Rig
 
@@ -38,7 +40,7 @@ def hippo(*contents: str) -> str:
     )  # fmt: skip
 
 
-REPLIES = iter(
+REPLIES = itertools.cycle(  # distinct within a session: the guard refuses a repeat
     [
         "That sounds hard; how do you manage when eating out?",
         "Got it. Is there anything you would like to plan for the weekend?",
@@ -166,3 +168,20 @@ async def test_a_turn_not_merged_yet_is_waited_for_then_refused(rig: Rig) -> Non
     revision = await deleting  # waits for the merge: the memory is formed, then removed
     assert [r.content for r in revision.removed] == ["The user is allergic to peanuts"]
     assert contents(rig) == []
+
+
+async def test_a_store_outage_changes_nothing(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    turn, _ = await say(rig, "I'm allergic to peanuts", ("The user is allergic to peanuts",))
+    said = rig.sessions.transcript(turn.session.id)[0]
+
+    def down(*_: object, **__: object) -> int:
+        raise VectorStoreUnavailable("the store is down")
+
+    monkeypatch.setattr(rig.long_term, "delete_memories", down)
+    with pytest.raises(VectorStoreUnavailable):
+        await delete_turn(rig.engine, turn.session, said)
+    assert len(rig.sessions.transcript(turn.session.id)) == 2
+    assert rig.sessions.supported_by([said.id])[0].alone  # still its source
+    monkeypatch.undo()
+    revision = await delete_turn(rig.engine, turn.session, said)  # repeated: it works
+    assert len(revision.removed) == 1 and contents(rig) == []
