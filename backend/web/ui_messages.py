@@ -34,6 +34,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from backend.engine.conversation_match import ClientMessage, place, tail_needed
 from backend.engine.revisions import (
     NotMergedYet,
     auto_title,
@@ -94,6 +95,16 @@ async def regenerate(
     session = await session_or_404(services, session_id, auth.user)
     message, transcript = await _message(services, session, message_id)
     asked = _last_reply(transcript, message)
+    # What the engine will make of it (issue 15's matcher): a regeneration of this reply,
+    # or nothing (never a new turn that repeats the message).
+    client = (ClientMessage("user", asked.content),)
+    rows = await asyncio.to_thread(services.sessions.tail, session.id, tail_needed(client))
+    placement = place(
+        rows, client, "turn", identified=True, whole_history=True,
+        complete=len(rows) < tail_needed(client),
+    )  # fmt: skip
+    if placement is None or placement.target is None or placement.target.id != message.id:
+        raise UiError(409, "This reply cannot be regenerated now; reload the page.")
     turn_request = TurnRequest(
         user_id=auth.user, text=asked.content, session_id=session.id, whole_history=True
     )
