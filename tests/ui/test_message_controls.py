@@ -266,3 +266,21 @@ def test_another_users_messages_cannot_be_touched(auth_h: AppHarness) -> None:
         assert edit.status_code == 404
         assert c.delete(f"/api/sessions/{session}/messages/1", headers=bob).status_code == 404
         assert len(auth_h.services.sessions.transcript(session)) == 2
+
+
+def test_regenerating_a_failed_reply_keeps_no_empty_version(h: AppHarness) -> None:
+    h.chat.enqueue(Reply.error(500, "upstream down"))
+    with client(h) as c:
+        session = new_session(c)
+        _, events = run_turn(c, session, "hello?")
+        assert "↻ Regenerate" in dict(events)["final"]  # offered on a failed reply too
+        h.drain()
+        failed = h.services.sessions.transcript(session)[-1]
+        assert (failed.status, failed.content) == ("incomplete", "")
+        h.chat.enqueue(Reply(chunks=["Hello! Sorry about that, I am here now."]))
+        posted = c.post(f"/ui/sessions/{session}/messages/{failed.id}/regenerate")
+        final = read_stream(c, session, posted.text)[-2][1]
+        assert "I am here now." in final and "version-count" not in final
+        stored = h.services.sessions.transcript(session)
+        assert len(stored) == 2 and stored[-1].status == "complete"
+        assert h.services.sessions.version_texts(failed.id) == [stored[-1].content]
