@@ -8,6 +8,9 @@ written by ``backend.engine.merge.record_provenance``). When the user
   deleted from the long-term store (its vectors and lexical index entries with it, so no
   recall, search or export finds it again); a memory also formed from another message
   stays, and no longer counts the deleted one;
+- the same words in the conversation's other branches count as the same message (a
+  branch starts with copies of its parent's messages, and the memories name the
+  originals), so a memory formed from a message goes whichever copy of it is deleted;
 - **edits** a message (``retract_for_edit``): the same for the memories the old text
   formed, without deleting the message, which stays in the conversation it was said in;
   the new text is then a turn of a branch (``edit_request``), whose hippocampus run forms
@@ -40,16 +43,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from backend.engine.session_order import acquire_session, release_session
+from backend.engine.session_placement import BRANCH_MARK, BRANCHES
 from backend.engine.session_state import load_state, save_state, verbatim_items
 from backend.engine.turn_types import EngineParts, TurnRequest
 from backend.hippocampus import SessionMemoryState, ShortTermItem, enforce_budget
 from backend.memory.types import Namespace
-from backend.sessions.store import MAX_SESSION_ID, Message, Session
+from backend.sessions.store import MAX_SESSION_ID, Message, Session, SessionStore
 
 log = logging.getLogger(__name__)
 
 REVISION_PREFIX = "revision-"  # the turn id of a revision's report
-BRANCH_MARK = "~"  # as ``backend.engine.session_placement`` names a conversation's branches
 WHY = {
     "delete": "formed only from the deleted message",
     "edit": "formed only from the message before your edit",
@@ -219,6 +222,11 @@ async def _revise(
     sessions, long_term = engine.sessions, engine.long_term
     ns = Namespace(session.user_id, session.persona_id)
     said = [m.id for m in messages if m.role == "user"]
+    # The same words in the conversation's other branches are the same message: a branch
+    # starts with copies of its parent's messages, and the memories name the originals.
+    family = await asyncio.to_thread(_family, sessions, session)
+    contents = [m.content for m in messages if m.role == "user"]
+    said += await asyncio.to_thread(sessions.same_said, family, contents, besides=said)
     supports = await asyncio.to_thread(sessions.supported_by, said)
     mine = [s for s in supports if (s.user_id, s.persona_id) == (ns.user_id, ns.persona_id)]
     removed: list[RevisedMemory] = []
@@ -239,6 +247,18 @@ async def _revise(
         await asyncio.to_thread(sessions.forget_sources, ns.user_id, ns.persona_id, gone)
     report_id = f"{REVISION_PREFIX}{uuid.uuid4().hex[:12]}"
     return Revision(kind, tuple(messages), tuple(removed), tuple(kept), report_id)  # type: ignore[arg-type]
+
+
+def _family(sessions: SessionStore, session: Session) -> list[str]:
+    """The ids of the conversation's other branches and of the one they branched from
+    (named as ``backend.engine.session_placement`` names branches)."""
+    base = session.id.split(BRANCH_MARK)[0]
+    listed = sessions.list_sessions(session.user_id, session.persona_id, BRANCHES)
+    return [
+        s.id
+        for s in listed
+        if s.id != session.id and (s.id == base or s.id.startswith(base + BRANCH_MARK))
+    ]
 
 
 async def _scrub_state(

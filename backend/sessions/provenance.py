@@ -174,6 +174,23 @@ class SessionProvenance:
             out.append(Support(user_id, persona_id, memory_id, alone=not others))
         return out
 
+    def same_said(
+        self, session_ids: Sequence[str], contents: Sequence[str], *, besides: Sequence[int] = ()
+    ) -> list[int]:
+        """The ids of the user messages of ``session_ids`` whose text is one of
+        ``contents`` (the copies a branch starts with), ``besides`` left out."""
+        if not session_ids or not contents:
+            return []
+        where_s, params_s = _in("session_id", list(session_ids))
+        keys = {f"c_{i}": value for i, value in enumerate(dict.fromkeys(contents))}
+        rows = self.db.read(
+            f"SELECT id FROM messages WHERE {where_s} AND role = 'user'"
+            f" AND content IN ({', '.join(':' + k for k in keys)})",
+            {**params_s, **keys},
+        )
+        skip = {int(i) for i in besides}
+        return [int(row[0]) for row in rows if int(row[0]) not in skip]
+
     def retract_sources(self, message_ids: Sequence[int]) -> int:
         """These messages no longer count as sources (deleted, or edited into another
         text); returns the rows removed."""

@@ -185,3 +185,29 @@ async def test_a_store_outage_changes_nothing(rig: Rig, monkeypatch: pytest.Monk
     monkeypatch.undo()
     revision = await delete_turn(rig.engine, turn.session, said)  # repeated: it works
     assert len(revision.removed) == 1 and contents(rig) == []
+
+
+async def test_a_copy_in_a_branch_is_the_same_message(rig: Rig) -> None:
+    turn, _ = await say(rig, "I'm allergic to peanuts", ("The user is allergic to peanuts",))
+    session = turn.session
+    _, jazz_report = await say(
+        rig, "I play jazz guitar", ("The user plays jazz guitar",), session.id
+    )
+    assert jazz_report["written"]
+    jazz = rig.sessions.transcript(session.id)[2]
+    await retract_for_edit(rig.engine, session, jazz)
+    transcript = rig.sessions.transcript(session.id)
+    request = edit_request(session, transcript, jazz, "I play blues guitar")
+    rig.hippocampus.enqueue([hippo("The user plays blues guitar")])
+    rig.chat.enqueue(["Blues is a fine choice for an evening."])
+    branch, _ = await rig.engine.run(request)
+    assert contents(rig) == ["The user is allergic to peanuts", "The user plays blues guitar"]
+    copy = rig.sessions.transcript(branch.session.id)[0]  # the parent's first message, copied
+    assert copy.content == "I'm allergic to peanuts"
+    assert rig.sessions.supported_by([copy.id]) == []  # the memory names the original
+    revision = await delete_turn(rig.engine, branch.session, copy)
+    assert [r.content for r in revision.removed] == ["The user is allergic to peanuts"]
+    assert contents(rig) == ["The user plays blues guitar"]
+    # The original stays in its conversation, no longer a source of anything.
+    original = rig.sessions.transcript(session.id)[0]
+    assert original.content == copy.content and rig.sessions.supported_by([original.id]) == []
