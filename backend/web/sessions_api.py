@@ -229,6 +229,8 @@ async def edit_message(
     conversation before it) whose first turn is the new text, answered here; what the old
     text formed alone is removed from memory. The original session is left as it was."""
     limit = services.settings.server.max_message_chars
+    if not body.content.strip():
+        raise APIError(400, "the message is empty", "invalid_messages")
     if len(body.content) > limit:
         raise APIError(413, f"the message is longer than {limit} characters", "message_too_large")
     session = await asyncio.to_thread(_own_session, services, session_id, user)
