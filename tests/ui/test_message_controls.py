@@ -4,6 +4,7 @@ page and through the REST API (issue 30; backend.web.ui_messages, sessions_api).
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -154,6 +155,13 @@ def test_edit_continues_in_a_branch_and_revises_memory(h: AppHarness) -> None:
         assert "(edited)" in listed  # the branch is in the conversation list
         # The original conversation is as it was.
         assert h.services.sessions.transcript(session)[0].content == "I'm allergic to peanuts"
+        # The next answer about food is prompted with the edit: asked about both, the
+        # notes recalled for it hold the shellfish allergy and no peanut one.
+        h.chat.enqueue(Reply(chunks=["Shellfish is the one to avoid, as you told me."]))
+        run_turn(c, branch, "Am I allergic to peanuts or to shellfish?")
+        sent = h.chat.chat_requests[-1].body["messages"]
+        notes = json.dumps([m["content"] for m in sent if m["role"] == "system"])
+        assert "allergic to shellfish" in notes and "peanut" not in notes.lower()
 
 
 def test_the_memories_page_says_where_a_memory_came_from(h: AppHarness) -> None:
