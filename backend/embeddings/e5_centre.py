@@ -3,13 +3,11 @@
 ``CENTRE`` is the mean of the raw e5 vectors (``query: `` prefix, mean pooling, unit
 length) of ``SENTENCES``: generic chat messages and memory-style notes written for this
 purpose, on everyday topics, none of them from an evaluation set (the shared corpus,
-LoCoMo). Regenerate it with ``python -m backend.embeddings.e5_centre`` (prints the
-module's ``CENTRE`` line; ``tests/embeddings/test_local_e5.py`` checks the two agree).
+LoCoMo). Regenerate it with ``python -m backend.embeddings.local_e5`` (prints the
+``CENTRE`` line; ``tests/embeddings/test_local_e5.py`` checks the two agree).
 """
 
 from __future__ import annotations
-
-import sys
 
 SENTENCES = (
     "I just got back from the grocery store and forgot the milk again.",
@@ -79,15 +77,7 @@ SENTENCES = (
 )
 
 
-def compute() -> list[float]:
-    """The mean raw e5 vector of ``SENTENCES`` (loads the installed model)."""
-    from backend.embeddings.local_e5 import LocalE5Embedder
-
-    vectors = LocalE5Embedder(centre=False).raw(list(SENTENCES))
-    return [round(float(x), 6) for x in vectors.mean(axis=0)]
-
-
-# The output of ``python -m backend.embeddings.e5_centre``.
+# The output of ``python -m backend.embeddings.local_e5``.
 # fmt: off
 CENTRE: tuple[float, ...] = (
     -0.060859, 0.027339, 0.023325, 0.019575, -0.020161, 0.013632, 0.065411, -0.031042,
@@ -140,8 +130,3 @@ CENTRE: tuple[float, ...] = (
     -0.004876, -0.019168, -0.073119, 0.002165, -0.038309, 0.025825, -0.060319, 0.032688,
 )
 # fmt: on
-
-
-if __name__ == "__main__":
-    values = ", ".join(f"{x:.6f}" for x in compute())
-    sys.stdout.write(f"CENTRE: tuple[float, ...] = ({values})\n")

@@ -33,13 +33,14 @@ fails while embedding, raises :class:`EmbedderUnavailable`.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from backend.embeddings.e5_centre import CENTRE
+from backend.embeddings.e5_centre import CENTRE, SENTENCES
 from backend.embeddings.onnx_encoder import (
     DEFAULT_INTRA_OP_THREADS,
     OnnxTextEncoder,
@@ -157,3 +158,14 @@ class LocalE5Embedder:
         if self._centre is None or not len(vectors):
             return vectors
         return l2_normalise_rows(vectors - self._centre)
+
+
+def compute_centre() -> list[float]:
+    """The mean raw vector of ``e5_centre.SENTENCES`` (loads the installed model)."""
+    vectors = LocalE5Embedder(centre=False).raw(list(SENTENCES))
+    return [round(float(x), 6) for x in vectors.mean(axis=0)]
+
+
+if __name__ == "__main__":
+    values = ", ".join(f"{x:.6f}" for x in compute_centre())
+    sys.stdout.write(f"CENTRE: tuple[float, ...] = ({values})\n")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from backend.embeddings import ModelFilesError, build_embedder, local_e5
-from backend.embeddings.e5_centre import CENTRE, compute
-from backend.embeddings.local_e5 import LocalE5Embedder
+from backend.embeddings.e5_centre import CENTRE
+from backend.embeddings.local_e5 import LocalE5Embedder, compute_centre
 from tests.support import skip_or_fail
 
 
@@ -61,7 +61,7 @@ def test_centring_puts_unrelated_text_near_zero_and_keeps_paraphrases(
 
 
 def test_the_centre_is_the_mean_of_its_sentences(embedder: LocalE5Embedder) -> None:
-    np.testing.assert_allclose(np.asarray(compute()), np.asarray(CENTRE), atol=1e-4)
+    np.testing.assert_allclose(np.asarray(compute_centre()), np.asarray(CENTRE), atol=1e-4)
 
 
 def test_factory_builds_it(embedder: LocalE5Embedder) -> None:
