@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -263,3 +264,24 @@ def test_doctor_repairs_with_the_embedder_of_the_stores_vectors(tmp_path: Path) 
     write_record(data, EmbeddingRecord(BagOfWordsEmbedder.model))
     with pytest.raises(EmbedderUnavailable, match="cannot be loaded"):
         recorded_embedder(e5)
+
+
+def test_the_app_runs_the_re_embedding_in_the_background(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from backend.web.app import create_app
+
+    data = tmp_path / "data"
+    seed(data)
+    services = build(data, OtherEmbedder())
+    app = create_app(fake_settings(data), services, own_services=True)
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            embedding = client.get("/healthz").json()["dependencies"]["embedding"]
+            if embedding.get("reembedding", {}).get("state") == "done":
+                break
+            time.sleep(0.05)
+        assert embedding["model"] == "test-other-48"
+        assert embedding["reembedding"]["memories_done"] == len(FACTS)
+        assert "The user's friend number 3 plays the flute" in recalled(services, "flute")
