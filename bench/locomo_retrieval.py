@@ -538,12 +538,14 @@ def run_sweep(
     reranker: Reranker,
     k: int,
     out: Callable[[str], None],
+    ns: Sequence[int] = SWEEP_N,
+    weights: Sequence[float] = SWEEP_WEIGHTS,
 ) -> None:
     """The app default's evidence recall@k for each ``rerank_n`` x ``rerank_weight`` of
     the grid (and with the stage off), every pair read by the model once."""
     cached = CachedEmbedder(embedder)
     model = PairCachedReranker(reranker)
-    grid = [(n, w) for n in sorted(SWEEP_N, reverse=True) for w in SWEEP_WEIGHTS]
+    grid = [(n, w) for n in sorted(ns, reverse=True) for w in weights]
     recalls: dict[tuple[int, float], list[float]] = {cell: [] for cell in [(0, 0.0), *grid]}
     for conv in conversations:
         store = InMemoryVectorStore()
@@ -554,13 +556,14 @@ def run_sweep(
             run = Traced(rig.ltm(rig.without(rerank_n=n, rerank_weight=w)))
             recalls[(n, w)] += list(evaluate(conv.queries, topic, run).per_query.values())
             run.ltm.activation_threads().shutdown(wait=False)
+        print(f"{conv.name} done", file=sys.stderr)
     out(f"rerank_n x rerank_weight, evidence recall@{k} of the app default "
         f"({sum(len(c.queries) for c in conversations)} questions, embedder={cached.model}, "
         f"reranker={model.model}); stage off: {_mean(recalls[(0, 0.0)]):.3f}\n")  # fmt: skip
-    out("| rerank_n | " + " | ".join(f"weight {w}" for w in SWEEP_WEIGHTS) + " |")
-    out("| ---: |" + " ---: |" * len(SWEEP_WEIGHTS))
-    for n in SWEEP_N:
-        cells = " | ".join(f"{_mean(recalls[(n, w)]):.3f}" for w in SWEEP_WEIGHTS)
+    out("| rerank_n | " + " | ".join(f"weight {w}" for w in weights) + " |")
+    out("| ---: |" + " ---: |" * len(weights))
+    for n in ns:
+        cells = " | ".join(f"{_mean(recalls[(n, w)]):.3f}" for w in weights)
         out(f"| {n} | {cells} |")
     out(f"\nthe model read {model.pairs} pairs in {len(model.model_ms)} runs")
 
@@ -580,6 +583,10 @@ def main(
                         help="the offline embedder; default: the app's")  # fmt: skip
     parser.add_argument(
         "--sweep", action="store_true", help="rerank_n x rerank_weight instead of the stages"
+    )
+    parser.add_argument("--sweep-n", default=",".join(map(str, SWEEP_N)), help="e.g. 20,30")
+    parser.add_argument(
+        "--sweep-weights", default=",".join(map(str, SWEEP_WEIGHTS)), help="e.g. 0.3,0.5"
     )
     args = parser.parse_args(argv)
     if not args.data.is_file():
@@ -607,7 +614,9 @@ def main(
         if reranker is None:
             print("locomo_retrieval: --sweep needs the reranker (./install.sh)", file=sys.stderr)
             return 2
-        run_sweep(conversations, embedder, reranker, args.k, print)
+        ns = tuple(int(x) for x in args.sweep_n.split(","))
+        weights = tuple(float(x) for x in args.sweep_weights.split(","))
+        run_sweep(conversations, embedder, reranker, args.k, print, ns, weights)
         print(f"run time {time.perf_counter() - started:.0f} s")
         return 0
     recall = run_bench(conversations, embedder, args.k, print, reranker)

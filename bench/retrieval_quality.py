@@ -328,6 +328,43 @@ def app_reranker() -> tuple[Reranker | None, str]:
     return reranker, f"reranker={reranker.model}" if reranker else f"reranker off ({off})"
 
 
+RERANK_SWEEP_N = (10, 20, 30)
+RERANK_SWEEP_WEIGHTS = (0.0, 0.2, 0.3, 0.5, 0.7)
+
+
+def rerank_sweep(
+    memories: list[Memory],
+    queries: list[dict[str, Any]],
+    topic: dict[str, str],
+    embedder: Embedder,
+    reranker: Reranker,
+    k: int,
+) -> int:
+    """``--rerank-sweep``: recall, redundancy and the multi-topic recall of the app default
+    for each ``rerank_n`` x ``rerank_weight`` (each pair read by the model once)."""
+    from backend.stores.in_memory import InMemoryVectorStore
+    from bench.locomo_retrieval import PairCachedReranker
+
+    store = InMemoryVectorStore()
+    store.upsert(NS, memories)
+    model = PairCachedReranker(reranker)
+    rig = Rig(store, embedder, k, reranker=model)
+    multi = [q["id"] for q in queries if "multi_topic" in (q.get("tags") or ())]
+    print(f"rerank_n x rerank_weight on {len(queries)} queries, embedder={embedder.model}\n")
+    print("| rerank_n | weight | recall@8 | multi_topic | redundancy | irrelevant |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n in sorted(RERANK_SWEEP_N, reverse=True):
+        for w in RERANK_SWEEP_WEIGHTS:
+            if w == 0.0 and n != max(RERANK_SWEEP_N):
+                continue
+            run = rig.activator(rig.ltm(rig.without(rerank_n=n, rerank_weight=w)))
+            s = evaluate(queries, topic, run)
+            m = _mean([s.per_query[q] for q in multi if q in s.per_query])
+            print(f"| {n if w else 0} | {w} | {s.recall:.3f} | {m:.3f} | {s.redundancy:.3f} | "
+                  f"{s.irrelevant:.3f} |")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -340,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-memory-queries", type=Path, default=NO_MEMORY_QUERIES,
         help="extra queries with nothing to recall (jsonl, the corpus's query format)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rerank-sweep", action="store_true",
+        help="the app default over a grid of rerank_n x rerank_weight instead",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
@@ -354,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     embedder = build_embedder("local", model=args.embedder)
     memories = load_memories(rows, embedder)
     reranker, note = app_reranker()
+    if args.rerank_sweep:
+        if reranker is None:
+            print(f"retrieval_quality: {note}", file=sys.stderr)
+            return 2
+        return rerank_sweep(memories, queries, topic, embedder, reranker, args.k)
 
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(args.store, Path(tmp))

@@ -76,7 +76,7 @@ def test_engine_policies_match_the_engine_defaults(tmp_path: Path) -> None:
     # The app defaults to the hybrid mode with a relevance floor and the reranking stage
     # (measured: docs/memory-model.md, docs/benchmarks.md); the rest is the engine's default.
     assert memory.retrieval_policy() == RetrievalPolicy(
-        mode="hybrid", min_relevance=0.15, rerank_n=20
+        mode="hybrid", min_relevance=0.15, rerank_n=10
     )
     assert memory.gate_policy() == GatePolicy()
     activation = memory.activation_policy()

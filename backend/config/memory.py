@@ -147,7 +147,7 @@ class MemorySettings(Section):
     min_relevance: float = Field(0.15, **_UNIT)
     # ... the top this many, after the floor, read again by the cross-encoder reranker
     # (ms-marco-MiniLM-L-12-v2, installed by install.sh; 0: off, and it is not loaded) ...
-    rerank_n: int = Field(20, ge=0, le=200)
+    rerank_n: int = Field(10, ge=0, le=200)
     # ... its relevance blended into their final score at this weight (1: its order alone)
     rerank_weight: float = Field(_RETRIEVAL.rerank_weight, **_UNIT)
     salient: SalientSettings = SalientSettings()

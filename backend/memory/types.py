@@ -214,7 +214,7 @@ class RetrievalPolicy:
     # hybrid: the top ``rerank_n`` (after the floor) are read again by the cross-encoder
     # (``backend.memory.rerank``), its relevance blended in at ``rerank_weight``; 0: off.
     rerank_n: int = 0
-    rerank_weight: float = 0.7
+    rerank_weight: float = 0.3
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,8 @@ def test_the_setting_changes_what_is_recalled_and_the_report_shows_the_channel()
     assert report["activation"]["rerank_ms"] >= 0.0
     (item,) = report["activated"]
     assert item["score"]["rerank"] == 0.99
-    assert item["contributions"]["rerank"] == pytest.approx(0.7 * 0.99, abs=1e-4)
+    weight = MemorySettings().rerank_weight
+    assert item["contributions"]["rerank"] == pytest.approx(weight * 0.99, abs=1e-4)
     shares = [v for v in item["contributions"].values() if v is not None]
     assert sum(shares) + item["remainder"] == pytest.approx(item["score"]["final"], abs=1e-9)
     plain = activation_part(without)
