@@ -100,8 +100,11 @@ def test_one_line_per_problem(tmp_path: Path) -> None:
 def test_server_roles_keep_their_free_model_names(tmp_path: Path) -> None:
     settings = load(tmp_path, {"chat": {"provider": "openai", "model": "gpt-4o-mini"}})
     assert settings.chat.model == "gpt-4o-mini"
-    # The embedding role has no presets: a model name there still points at "provider".
-    assert 'add "provider": "openai"' in problems(tmp_path, {"embedding": {"model": "x"}})
+    # The embedding role's local names are a short list: another name still points at
+    # "provider", after saying which names are local.
+    message = problems(tmp_path, {"embedding": {"model": "x"}})
+    assert "'all-minilm-l6-v2' or 'e5-small-v2'" in message
+    assert 'add "provider": "openai"' in message
 
 
 def test_the_docs_example_is_valid_with_the_presets_installed(tmp_path: Path, models: Path) -> None:

@@ -120,6 +120,9 @@ def problems(
             message = text.replace("Input should be", "must be")
             if not secret and not isinstance(value, dict | list):
                 message += f" (got {_got(value)})"
+            if kind == "literal_error" and len(loc) == 3 and loc[1] == "embedded":
+                # A local model's name list: the name given may be a server's model.
+                message += '; for a model on a server add "provider": "openai"'
         lines.append(f"{where}: {'.'.join(map(str, shown)) or '(top level)'}: {message}")
     return lines
 

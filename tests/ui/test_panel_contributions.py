@@ -8,6 +8,7 @@ does; tests/ui/test_pages.py covers the same through a whole turn.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -23,7 +24,16 @@ from tests.web.harness import REPO
 CHANNELS = ("recency", "importance", "relevance", "emotion", "cosine")
 
 
-def activation_report(mode: str) -> dict[str, Any]:
+class DogReranker:
+    """A cross-encoder stand-in: a passage about the dog is relevant, others less."""
+
+    model = "test-reranker"
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        return [0.9 if "dog" in p else 0.2 for p in passages]
+
+
+def activation_report(mode: str, rerank_n: int = 0) -> dict[str, Any]:
     """A report's activation part for three memories written just now (recency ~1)."""
     pool = [
         memory("a", "The user's dog Pepper likes the beach", importance=0.8, vector=unit(1, 1)),
@@ -36,7 +46,8 @@ def activation_report(mode: str) -> dict[str, Any]:
         query_text="my dog Pepper",
         query_vector=unit(1, 1),
         target_emotion=None,
-        policy=RetrievalPolicy(k=3, mode=mode),  # type: ignore[arg-type]
+        policy=RetrievalPolicy(k=3, mode=mode, rerank_n=rerank_n),  # type: ignore[arg-type]
+        reranker=DogReranker() if rerank_n else None,
     )
     return activation_part(Activation(retrieval, unit(1, 1), 1.0, 2.0, len(pool)))
 
@@ -153,3 +164,19 @@ def test_an_older_report_without_shares_still_shows_raw_values() -> None:
     assert ">unused<" not in html and "weighted share" not in html
     css, dd = channel_html(html, "The user plays the cello", "recency")
     assert css == "channel" and '<meter min="0" max="1" value="1.0"' in dd
+
+
+def test_reranked_panel_shows_the_cross_encoders_bar_and_who_it_did_not_read() -> None:
+    report = activation_report("hybrid", rerank_n=2)
+    read = [i for i in report["activated"] if i["score"]["rerank"] is not None]
+    unread = [i for i in report["activated"] if i["score"]["rerank"] is None]
+    assert len(read) == 2 and len(unread) == 1
+    html = render_panel(report)
+    for item in read:
+        css, dd = channel_html(html, item["content"].replace("'", "&#39;"), "rerank")
+        share = item["contributions"]["rerank"]
+        assert css == "channel" and f'<meter min="0" max="1" value="{share}"' in dd
+    css, dd = channel_html(html, unread[0]["content"].replace("'", "&#39;"), "rerank")
+    assert css == "channel missing" and "did not read" in dd
+    # without the stage there is no rerank row at all
+    assert "<dt>rerank</dt>" not in render_panel(activation_report("hybrid"))
