@@ -17,9 +17,12 @@ oldest items go, the newest turn stays (cut from the middle only if it alone exc
 budget). Nothing is lost: the transcript keeps every raw message. Code never folds
 dropped items into the background; that is the hippocampus's job — so what the budget
 drops while the hippocampus is failing goes to ``missed`` (at most ``MISSED_BUDGET_FACTOR``
-times the short-term budget, the newest kept). Each working run is shown the oldest of
-them (``budget.catch_up_batch``, via ``prompt.build_messages``) and can still fold them
-into the background and long-term; its merge removes that batch from ``missed``.
+times the short-term budget, the newest kept), and so do the failed runs' user messages
+still in short-term (verbatim, in both: a session that ends on a failed run has them
+listed for the user's next session to read). Each working run is shown the oldest of
+them that short-term does not show (``budget.catch_up_batch``, via
+``prompt.build_messages``) and can still fold them into the background and long-term;
+its merge removes that batch from ``missed``, and the items its short-term showed.
 With ``catch_up="message"`` (the compact contract, which reads only new messages) a
 failed run leaves its user message itself in ``missed`` instead, since no run has read it.
 
@@ -112,16 +115,26 @@ def merge(
     short_term = enforce_budget(
         carried + turn, token_budget=token_budget, protected=len(turn), trim_to=trim_to
     )
+    unread = [item for item in turn if item.role == "user"]
     if result is None and catch_up == "message":
-        unread = [item for item in turn if item.role == "user"]
         missed = _bounded_missed(list(previous.missed) + unread, token_budget)
     elif result is None:
         # The budget drops the oldest carried items (the new turn is protected): no
-        # hippocampus has folded them in yet.
+        # hippocampus has folded them in yet. The user messages still in the window
+        # that no run has read are listed too, so that a session ending here is caught
+        # up by the user's next one (the engine's ``_adopt_unread``).
         dropped = carried[: len(carried) - (len(short_term) - len(turn))]
-        missed = _bounded_missed(list(previous.missed) + dropped, token_budget)
+        window = set(carried)
+        earlier = [item for item in previous.missed if item not in window]
+        pending = {item for item in previous.missed if item in window} | set(unread)
+        still = [item for item in short_term if item in pending]
+        # (bounded apart: the window's are bounded by the short-term budget already)
+        missed = _bounded_missed(earlier + dropped, token_budget) + tuple(still)
     else:  # this run was shown the oldest batch (the same function built its prompt)
         missed = previous.missed[len(catch_up_batch(previous.missed)) :]
+        if catch_up == "trimmed":  # and the whole short-term: its unread are read now
+            shown = {item for item in previous.short_term if not item.compressed}
+            missed = tuple(item for item in missed if item not in shown)
     return SessionMemoryState(
         background=background, short_term=short_term, user_emotion=emotion, missed=missed
     )

@@ -139,6 +139,49 @@ async def test_what_a_failed_last_run_left_unread_is_read_in_the_next_session(
     assert not compact.sessions.load_state(later.session.id).missed
 
 
+async def test_a_full_contract_session_ending_on_a_failed_run_is_read_in_the_next(
+    rig: Rig,
+) -> None:
+    # The full contract (remote models) keeps the failed run's message in short-term; it
+    # is listed as unread too, so the session need not go on for it to be read.
+    rig.hippocampus.enqueue([LLMUnavailable("down", model="h")])
+    rig.chat.enqueue(["Oh no, shellfish!"])
+    ended, report = await rig.engine.run(
+        TurnRequest(user_id="u1", text="I'm allergic to shellfish, badly")
+    )
+    assert report["hippocampus"]["status"] == "failed"
+    assert [m["text"] for m in rig.sessions.load_state(ended.session.id).missed] == [
+        "I'm allergic to shellfish, badly"
+    ]
+    rig.hippocampus.enqueue([full_answer("The user is allergic to shellfish.")])
+    rig.chat.enqueue(["Nice!"])
+    later, report = await rig.engine.run(TurnRequest(user_id="u1", text="anyway, nice weather"))
+    assert later.session.id != ended.session.id
+    prompt = rig.hippocampus.calls[-1].messages[-1]["content"]
+    assert prompt.count("I'm allergic to shellfish, badly") == 1 and "missed_turns" in prompt
+    assert [w["content"] for w in report["written"]] == ["The user is allergic to shellfish."]
+    assert not rig.sessions.load_state(ended.session.id).missed
+    assert not rig.sessions.load_state(later.session.id).missed
+
+
+async def test_a_full_contract_session_that_goes_on_reads_its_failed_message_once(
+    rig: Rig,
+) -> None:
+    rig.hippocampus.enqueue([LLMUnavailable("down", model="h")])
+    rig.chat.enqueue(["Oh no, shellfish!"])
+    turn, _ = await rig.engine.run(TurnRequest(user_id="u1", text="I'm allergic to shellfish"))
+    rig.hippocampus.enqueue([full_answer("The user is allergic to shellfish.")])
+    rig.chat.enqueue(["Nice!"])
+    _, report = await rig.engine.run(
+        TurnRequest(user_id="u1", text="anyway, nice weather", session_id=turn.session.id)
+    )
+    prompt = rig.hippocampus.calls[-1].messages[-1]["content"]
+    # in short-term, not again as a missed turn
+    assert prompt.count("I'm allergic to shellfish") == 1 and "missed_turns" not in prompt
+    assert [w["content"] for w in report["written"]] == ["The user is allergic to shellfish."]
+    assert not rig.sessions.load_state(turn.session.id).missed
+
+
 async def test_compact_facts_must_come_from_the_new_message(compact: Rig) -> None:
     compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is a night owl.")])
     compact.chat.enqueue(["Tudou!"])

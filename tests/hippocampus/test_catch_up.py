@@ -32,24 +32,57 @@ def payload(state: SessionMemoryState) -> dict[str, object]:
     return dict(json.JSONDecoder().raw_decode(content[start:])[0])
 
 
+def topics(items: tuple[ShortTermItem, ...]) -> list[str]:
+    return [i.text.split(":")[0][-7:] for i in items if i.text.startswith("Let me tell")]
+
+
 def test_items_trimmed_during_an_outage_are_kept_as_missed_in_order() -> None:
     state = outage(6)
     assert short_term_tokens(state.short_term) <= BUDGET
-    texts = [item.text for item in state.missed + state.short_term]
-    # Together, missed and short-term are every turn of the outage, oldest first.
-    topics = [text.split(":")[0] for text in texts if text.startswith("Let me tell")]
-    assert topics == [f"Let me tell you about topic {i}" for i in range(1, 7)]
-    assert state.missed and not set(state.missed) & set(state.short_term)
+    # Missed lists every message of the outage no run has read, oldest first, each once:
+    # the trimmed ones, then those short-term still shows (a session ending here is
+    # caught up by the next one from this list alone).
+    assert topics(state.missed) == [f"topic {i}" for i in range(1, 7)]
+    assert len(set(state.missed)) == len(state.missed)
+    both = set(state.missed) & set(state.short_term)
+    assert both and all(item.role == "user" and not item.compressed for item in both)
+    assert [i for i in state.missed if i in both] == [i for i in state.short_term if i in both]
     assert SessionMemoryState.from_dict(state.to_dict()) == state  # survives storage
+
+
+def test_a_failed_run_lists_its_message_and_the_next_prompt_shows_it_once() -> None:
+    state = outage(1)
+    [message] = [item for item in state.short_term if item.role == "user"]
+    assert state.missed == (message,)  # unread, though short-term shows it
+    shown = build_messages(state, "new message")[1]["content"]
+    assert shown.count("Let me tell you about topic 1") == 1 and "missed_turns" not in shown
+    # A working run read it there: it is off the list.
+    after = merge(state, HippocampusResult(background="bg"), "new", "ok", token_budget=BUDGET)
+    assert after.missed == ()
+
+
+def test_a_working_run_after_an_outage_takes_off_what_its_short_term_showed() -> None:
+    state = outage(6)
+    window = [item for item in state.missed if item in state.short_term]
+    after = merge(state, HippocampusResult(background="bg"), "new", "ok", token_budget=BUDGET)
+    batch = catch_up_batch(state.missed)
+    assert not set(after.missed) & set(window)
+    assert after.missed == tuple(i for i in state.missed[len(batch) :] if i not in window)
 
 
 def test_missed_is_bounded_and_keeps_the_newest() -> None:
     state = outage(40)
-    assert short_term_tokens(state.missed) <= MISSED_BUDGET_FACTOR * BUDGET
+    # The trimmed part is bounded; the window's unread come on top (short-term's budget
+    # bounds them).
+    window = set(state.short_term)
+    trimmed = tuple(item for item in state.missed if item not in window)
+    assert short_term_tokens(trimmed) <= MISSED_BUDGET_FACTOR * BUDGET
+    assert short_term_tokens(state.missed) <= (MISSED_BUDGET_FACTOR + 1) * BUDGET
     assert "topic 1:" not in " ".join(item.text for item in state.missed)
-    newest_missed = state.missed[-1].text
+    assert "topic 40:" in state.missed[-1].text  # the newest message, unread in the window
+    newest_trimmed = trimmed[-1].text
     oldest_short = state.short_term[0].text
-    assert "topic" in newest_missed and "topic" in oldest_short
+    assert "topic" in newest_trimmed and "topic" in oldest_short
 
 
 def test_a_working_run_is_shown_the_oldest_batch_and_its_merge_removes_it() -> None:
@@ -57,10 +90,13 @@ def test_a_working_run_is_shown_the_oldest_batch_and_its_merge_removes_it() -> N
     batch = catch_up_batch(state.missed)
     assert batch == state.missed[: len(batch)] and short_term_tokens(batch) <= CATCH_UP_TOKENS
     shown = payload(state)["missed_turns"]
-    assert shown == [{"role": item.role, "text": item.text} for item in batch]
+    # the batch less what short-term shows verbatim (said once, there)
+    window = set(state.short_term)
+    unseen = [item for item in batch if item not in window]
+    assert unseen and shown == [{"role": item.role, "text": item.text} for item in unseen]
     result = HippocampusResult(background="Before: topic 0. Then topics 1 and 2.")
     after = merge(state, result, "hello again", "welcome back", token_budget=BUDGET)
-    assert after.missed == state.missed[len(batch) :]
+    assert after.missed == tuple(i for i in state.missed[len(batch) :] if i not in window)
     # Run after run, the catch-up drains; then the prompt has no missed turns at all.
     for _ in range(20):
         after = merge(after, result, "more", "sure", token_budget=BUDGET)
