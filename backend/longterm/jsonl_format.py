@@ -6,6 +6,10 @@ offset), access count, version links, pin, source session and the embedding with
 name of the model that made it (so an import into a store with another embedder can
 re-embed instead of mixing vector spaces).
 
+After the memories, an export may hold one more line, ``{"entity_edits": [...]}``: the
+user's edits of the people and pets of their life (``backend.memory.entities.EntityEdit``),
+which the memories alone do not carry (``encode_entity_edits``/``decode_entity_edits``).
+
 Failure policy: ``decode_line`` raises ``InvalidMemoryLine`` with a readable reason for
 anything it cannot accept; importers count such lines as invalid and go on.
 """
@@ -13,12 +17,14 @@ anything it cannot accept; importers count such lines as invalid and go on.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from backend.memory.entities import EntityEdit
 from backend.memory.types import Emotion, Memory, normalise_category, normalise_subject
 
 
@@ -122,3 +128,47 @@ def decode_line(line: str) -> tuple[Memory, str | None]:
         embedding=vector,
     )
     return memory, record.embedding_model if vector is not None else None
+
+
+ENTITY_EDITS_KEY = "entity_edits"
+
+
+class _EntityEditRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    key: str = Field(min_length=1, max_length=200)
+    name: str | None = Field(default=None, max_length=200)
+    relation: str | None = Field(default=None, max_length=200)
+    kind: str | None = Field(default=None, pattern="^(person|pet)$")
+    aliases: list[str] = Field(default_factory=list, max_length=64)
+    merged: list[str] = Field(default_factory=list, max_length=256)
+    deleted: bool = False
+
+
+class _EntityEditsLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    entity_edits: list[_EntityEditRecord] = Field(max_length=10_000)
+
+
+def encode_entity_edits(edits: Sequence[EntityEdit]) -> str:
+    """The user's entity edits as one JSON line (no trailing newline)."""
+    return json.dumps({ENTITY_EDITS_KEY: [e.to_dict() for e in edits]}, ensure_ascii=False)
+
+
+def decode_entity_edits(line: str) -> list[EntityEdit] | None:
+    """The edits if ``line`` is an entity-edits line, ``None`` if it is not one (a
+    memory's line). Raises ``InvalidMemoryLine`` for one that cannot be read."""
+    if f'"{ENTITY_EDITS_KEY}"' not in line:
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None  # not JSON at all: the memory decoder says why
+    if not isinstance(data, dict) or ENTITY_EDITS_KEY not in data or "id" in data:
+        return None
+    try:
+        record = _EntityEditsLine.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "line"
+        raise InvalidMemoryLine(f"{where}: {first['msg']}") from None
+    return [EntityEdit.from_dict(item.model_dump()) for item in record.entity_edits]

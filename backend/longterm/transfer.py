@@ -26,6 +26,8 @@ class ImportReport:
     duplicates: int = 0
     invalid: int = 0
     errors: tuple[str, ...] = field(default=())
+    # The user's entity edits taken from the file (``backend.engine.memory_transfer``).
+    entity_edits: int = 0
 
 
 class JsonlTransfer:

@@ -36,6 +36,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from backend.engine import memory_transfer
 from backend.engine.services import Services
 from backend.longterm.memory import LongTermMemory
 from backend.memory.types import Memory, Namespace
@@ -184,9 +185,11 @@ def _export_chunks(first: str | None, rest: Iterator[str]) -> Iterator[bytes]:
 )
 def export_memories(persona_id: PersonaId, user: UserDep, services: ServicesDep) -> Any:
     """Every memory of the namespace (superseded versions and vectors included) as a JSON
-    Lines download, oldest first; the format ``import`` reads."""
+    Lines download, oldest first, then the user's edits of the people and pets of their
+    life as one ``{"entity_edits": [...]}`` line if there are any; the format ``import``
+    reads."""
     ns = namespace(services, user, persona_id)
-    lines = services.long_term.export_jsonl(ns)
+    lines = memory_transfer.export_lines(services, ns)
     with store_errors():
         # Reading the first line reads the namespace: an outage is a 503, not a cut stream.
         first = next(lines, None)
@@ -239,7 +242,9 @@ def _lines(data: bytes) -> Sequence[str]:
 async def import_memories(
     persona_id: PersonaId, request: Request, user: UserDep, services: ServicesDep
 ) -> ImportResult:
-    """Restore memories from JSON Lines (an ``export``), as they are (no save gate).
+    """Restore memories from JSON Lines (an ``export``), as they are (no save gate), and
+    the export's entity edits, laid over the namespace's own (an imported edit replaces
+    the one of the same entity).
 
     Ids the namespace already holds are skipped as duplicates; unreadable lines are
     counted as invalid (the first 20 reasons are listed). Bodies over the server's
@@ -248,7 +253,7 @@ async def import_memories(
     ns = namespace(services, user, persona_id)
     lines = _lines(await _upload_bytes(request))
     with store_errors():
-        report = await asyncio.to_thread(services.long_term.import_jsonl, ns, lines)
+        report = await asyncio.to_thread(memory_transfer.import_lines, services, ns, lines)
     log.info(
         "import into %s: %d written, %d duplicates, %d invalid",
         ns.key,

@@ -341,6 +341,9 @@ class ImportResult(BaseModel):
     duplicates: int = Field(description="Lines whose id the namespace (or the file) already had.")
     invalid: int
     errors: list[str] = Field(description="The first problems found, with line numbers.")
+    entity_edits: int = Field(
+        0, description="The user's edits of people and pets the file carried, now applied."
+    )
 
     @classmethod
     def from_report(cls, report: ImportReport) -> ImportResult:
@@ -349,6 +352,7 @@ class ImportResult(BaseModel):
             duplicates=report.duplicates,
             invalid=report.invalid,
             errors=list(report.errors),
+            entity_edits=report.entity_edits,
         )
 
 

@@ -25,6 +25,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
+from backend.engine import memory_transfer
 from backend.engine.services import Services
 from backend.memory.decay import memory_strength
 from backend.memory.entities import forgotten_with
@@ -343,7 +344,7 @@ async def export_memories(request: Request, persona_id: str, auth: UiReader) -> 
     services = services_of(request)
     ns = _namespace(services, auth.user, persona_id)
     with _store_errors():
-        lines = await asyncio.to_thread(lambda: list(services.long_term.export_jsonl(ns)))
+        lines = await asyncio.to_thread(lambda: list(memory_transfer.export_lines(services, ns)))
 
     def chunks() -> Iterator[bytes]:
         for start in range(0, len(lines), 256):
@@ -374,7 +375,9 @@ async def import_memories(
     except UnicodeDecodeError:
         raise UiError(400, "The file is not UTF-8 text (expected a JSON Lines export).") from None
     with _store_errors():
-        report = await asyncio.to_thread(services.long_term.import_jsonl, ns, text.split("\n"))
+        report = await asyncio.to_thread(
+            memory_transfer.import_lines, services, ns, text.split("\n")
+        )
     log.info("ui: import into %s: %d written", ns.key, report.written)
     return render(
         request,

@@ -12,6 +12,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from backend.memory.entities import EntityEdit
 from backend.memory.types import Namespace
 from backend.web import ui_turns
 from backend.web.ui import mount_ui, vendor_problem
@@ -334,7 +335,25 @@ def test_memory_export_and_import_round_trip(h: AppHarness, tmp_path: Path) -> N
         )
     assert imported.status_code == 200
     assert "<strong>1</strong> written" in imported.text and "1 unreadable" in imported.text
+    assert "Your edits of" not in imported.text
     assert h.services.long_term.store.count(Namespace("local", "poet")) == 1
+
+
+def test_the_pages_export_and_import_carry_the_people_edits(h: AppHarness) -> None:
+    store_memory(h, "The user's friend Tommy is moving to Berlin.")
+    h.services.sessions.change_entity_edits(
+        "local", "companion", lambda _: [EntityEdit("tommy", relation="brother")]
+    )
+    with client(h) as c:
+        exported = c.get("/ui/memories/companion/export")
+        assert '"entity_edits"' in exported.text.splitlines()[-1]
+        imported = c.post(
+            "/ui/memories/poet/import", files={"file": ("memories.jsonl", exported.content)}
+        )
+    assert "Your edits of 1 person or pet applied." in imported.text
+    assert h.services.sessions.entity_edits("local", "poet") == [
+        EntityEdit("tommy", relation="brother")
+    ]
 
 
 def test_unknown_persona_or_memory(h: AppHarness) -> None:

@@ -145,3 +145,50 @@ def test_a_persona_reset_drops_its_entity_edits(h: AppHarness, api: httpx.Client
     r = api.delete("/api/personas/companion/memories")
     assert r.status_code == 200, r.text
     assert h.services.sessions.entity_edits("local", "companion") == []
+
+
+def test_export_and_import_carry_the_edits(h: AppHarness, api: httpx.Client) -> None:
+    create(api, "Tom, the user's friend, plays the bass.")
+    create(api, "The user's friend Tommy is moving to Berlin.")
+    create(api, "The user's friend Nainai grows tomatoes on the balcony.")
+    assert api.post(f"{URL}/merge", json={"into": "tom", "entities": ["tommy"]}).is_success
+    assert api.patch(f"{URL}/nainai", json={"relation": "奶奶", "aliases": ["奶奶"]}).is_success
+    export = api.get("/api/personas/companion/memories/export")
+    assert export.status_code == 200, export.text
+    lines = export.text.splitlines()
+    assert len(lines) == 4 and '"entity_edits"' in lines[-1]  # the memories, then the edits
+    # Into another persona, which has an edit of its own for a key the file also edits.
+    create(api, "Tom, the user's friend, plays the bass.", persona="friend")
+    friend = "/api/personas/friend/entities"
+    assert api.patch(f"{friend}/tom", json={"relation": "brother"}).is_success
+    r = api.post(
+        "/api/personas/friend/memories/import",
+        content=export.content,
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() | {"errors": []} == {
+        "written": 3, "duplicates": 0, "invalid": 0, "errors": [], "entity_edits": 2,
+    }  # fmt: skip
+    entities = table(api, "friend")
+    assert set(entities) == {"tom", "nainai"}  # Tommy merged into Tom, as exported
+    assert entities["tom"]["aliases"] == ["Tommy"] and entities["tom"]["relation"] == "friend"
+    assert entities["nainai"]["relation"] == "grandma" and entities["nainai"]["aliases"] == ["奶奶"]
+
+
+def test_an_unreadable_edits_line_is_counted_and_the_memories_still_come_in(
+    h: AppHarness, api: httpx.Client
+) -> None:
+    create(api, "Tom, the user's friend, plays the bass.")
+    memory_line = api.get("/api/personas/companion/memories/export").text.splitlines()[0]
+    body = memory_line + '\n{"entity_edits": [{"key": "tom", "kind": "dragon"}]}\n'
+    r = api.post(
+        "/api/personas/friend/memories/import",
+        content=body.encode(),
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert (result["written"], result["invalid"], result["entity_edits"]) == (1, 1, 0)
+    assert result["errors"][0].startswith("line 2: entity_edits.0.kind")
+    assert h.services.sessions.entity_edits("local", "friend") == []
