@@ -385,6 +385,13 @@ def _echo_starts(reply: Sequence[str]) -> range:
     return range(len(reply))
 
 
+def _span(tokens: Sequence[str]) -> float:
+    """How long the tokens are in words, a CJK character counting half of one: the hold's
+    limit would otherwise let a Chinese echo behind a lead go ("她的奶奶" and then ten
+    characters of the message said back)."""
+    return sum(0.5 if _is_cjk(token) else 1.0 for token in tokens)
+
+
 def _copied_run(reply: Sequence[str], message: Sequence[str]) -> int:
     """The longest run of ``message`` tokens the reply starts copying within its first
     three words (``_echo_starts``)."""
@@ -575,7 +582,7 @@ class ReplyGuard:
         # So may a poem's first line go on past the usual hold (verse mode: to its end).
         longer = _APOLOGY.search(flat) or speaker or self._verse_mode
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
-        if final or len(tokens) >= limit:
+        if final or _span(tokens) >= limit:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
@@ -592,6 +599,9 @@ class ReplyGuard:
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
             or any(_starts_with(m, tokens[-len(tokens) :]) for m in self._message)
             or any(_copying(tokens, m) for m in self._message)
+            # a Chinese lead of a few characters may still go on to say the message back
+            # ("她的奶奶" + "每天早上都去公园跳广场舞…", the message): held past the window
+            or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
         )
         return not undecided
 

@@ -668,6 +668,26 @@ def test_an_echo_behind_a_short_lead_or_a_contraction_is_rejected(message: str, 
     assert shown == ""
 
 
+def test_a_chinese_echo_behind_a_lead_is_caught_streamed_a_character_at_a_time() -> None:
+    # The long session (seed 4): streamed in ones and twos, the lead "她的奶" was released
+    # at three tokens, and the hold's ten tokens ran out within the copy.
+    message = "她每天早上都去公园跳广场舞，比我还忙哈哈"
+    reply = "她的奶奶每天早上都去公园跳广场舞，比我还忙哈哈。"
+    guard = ReplyGuard(message)
+    for ch in reply:
+        out = guard.feed(ch)
+        if isinstance(out, Rejection):
+            assert out.reason == "echo"
+            break
+        assert out == ""
+    else:
+        pytest.fail("the echo was shown")
+    fine = "哈哈，你奶奶真是精力充沛！跳广场舞对身体很好。"
+    guard = ReplyGuard(message)
+    shown = "".join(str(guard.feed(ch)) for ch in fine) + str(guard.end())
+    assert shown == fine
+
+
 def test_contractions_and_full_forms_are_the_same_tokens() -> None:
     assert words("who's there? I'm here, you're late") == words(
         "who is there? I am here, you are late"
