@@ -20,6 +20,8 @@ quality"); this guard stops the rest:
   ``Rejection.hint`` for the model (``backend.engine.turn_reply``). On the caller's last
   attempt (``check_opening=False``) only a health note's check runs, and the message said
   back is still rejected;
+- **a clause that cites the prompt's notes** ("…, as noted in your recalled notes") is
+  left out of what is shown (``backend.engine.notes_clause``);
 - **some sentences later in the reply are left out**: one that starts like a help-desk
   line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
@@ -60,6 +62,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from backend.engine.flipped_likes import flips, may_flip, stated
+from backend.engine.notes_clause import NotesClauseFilter
 from backend.engine.prompt import second_person
 
 Reason = Literal[
@@ -510,6 +513,8 @@ class ReplyGuard:
         self._listing = False  # the reply has a list: its lines are never repeats
         self._stances = stated(user_text)  # what the message says it likes or dislikes
         self._flipped: list[str] = []  # sentences left out for turning one round
+        # "…, as noted in your recalled notes": left out of what is shown
+        self._clauses = NotesClauseFilter()
         self._names = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", user_text)}
         self._substantial = (
             sum(1 for w in message if w not in _GREETING and (len(w) > 2 or _is_cjk(w)))
@@ -672,12 +677,18 @@ class ReplyGuard:
                 return ""
             self._released = True
             piece, self._held = self._held, ""
-        return self._sentences(piece, final=False)
+        return self._clauses.feed(self._sentences(piece, final=False))
 
     def end(self) -> str | Rejection:
         """What is left to show once the stream has ended. A reply whose every sentence was
         left out is a ``Rejection`` too ("repeat", or "helpdesk" when that is all it
         said), but on the last attempt (``check_opening=False``), where it is shown."""
+        out = self._end()
+        if isinstance(out, Rejection):
+            return out
+        return self._clauses.feed(out) + self._clauses.flush()
+
+    def _end(self) -> str | Rejection:
         if not self._released:
             verdict = self._judge_opening(self._held, final=True)
             if isinstance(verdict, Rejection):
@@ -801,7 +812,7 @@ class ReplyGuard:
         with the failure."""
         held, self._held, self._sentence = self._held + self._sentence, "", ""
         self._released = True
-        return held
+        return self._clauses.feed(held) + self._clauses.flush()
 
     def _sentences(self, piece: str, *, final: bool) -> str:
         """Pass text through, leaving out whole help-desk sentences: a sentence is held

@@ -451,8 +451,10 @@ async def test_leaving_a_turn_any_way_frees_the_session_and_the_engine_owns_the_
     # Leaving stored what the reply got to, and did not wait for the merge.
     replies = [m for m in rig.sessions.transcript("s") if m.role == "assistant"]
     if leave.endswith("mid-reply"):
+        # What was shown: the comma, which may lead "as noted in your recalled notes"
+        # (``notes_clause``), was still held when the client went.
         assert [(m.content, m.status, m.error) for m in replies] == [
-            ("Half of a reply, ", "incomplete", "the client went away")
+            ("Half of a reply", "incomplete", "the client went away")
         ]
     else:
         assert replies == []  # a reply never streamed leaves no row
