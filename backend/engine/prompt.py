@@ -187,7 +187,12 @@ def second_person(text: str) -> str:
     """A note about the user, said to them: "The user's cat" → "Your cat", "The user
     loves rain" → "You love rain", "用户的" → "你的"; in a note whose subject is the user,
     their own pronouns too ("…in her left heel" → "…in your left heel")."""
-    text = _users_pronouns(text)
+    return said_to_user(_users_pronouns(text))
+
+
+def said_to_user(text: str) -> str:
+    """ "The user" said to them, pronouns left as they are: "The user's physio says…" →
+    "Your physio says…", "the user stopped" → "you stopped"."""
 
     def subject(match: re.Match[str]) -> str:
         adverb, verb = match.group(1) or "", match.group(2)

@@ -63,7 +63,7 @@ from typing import Literal
 
 from backend.engine.flipped_likes import flips, may_flip, stated
 from backend.engine.notes_clause import NotesClauseFilter
-from backend.engine.prompt import second_person
+from backend.engine.prompt import said_to_user, second_person
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
@@ -827,8 +827,12 @@ class ReplyGuard:
             sentence, text = text[: end.end()], text[end.end() :]
             if not self._clear and self._against_health(sentence):
                 shown.append(self._reminder(sentence))
-            elif self._clear or not self._left_out(sentence):
+            elif self._clear:
                 shown.append(sentence)
+            elif not self._left_out(sentence):
+                # Held whole: a note said back as written ("The user's physio says no
+                # running…") is said to them.
+                shown.append(said_to_user(sentence))
             else:
                 self._dropped.append(sentence)
             self._clear = False
@@ -840,7 +844,7 @@ class ReplyGuard:
                 if self._against_health(text):
                     shown.append(self._reminder(text))
                 elif not self._left_out(text):
-                    shown.append(text)
+                    shown.append(said_to_user(text))
                 else:
                     self._dropped.append(text)
             else:

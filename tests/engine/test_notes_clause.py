@@ -71,3 +71,21 @@ def test_the_guard_leaves_the_clause_out_of_a_reply() -> None:
     reply = "You aim for a total score of 7.0, as noted in your recalled notes."
     shown = "".join(str(guard.feed(p)) for p in re.findall(r"\S+\s*", reply))
     assert shown + str(guard.end()) == "You aim for a total score of 7.0."
+
+
+def test_a_held_sentence_saying_a_note_as_written_is_said_to_them() -> None:
+    # bench.reply_quality's probes, seed 2: next to health notes every sentence is held
+    # whole, and the 1.5B said the notes in the third person.
+    guard = ReplyGuard(
+        "Is it okay if I do Saturday's long run fasted? It starts early.",
+        health_notes=["Your physio says no running on consecutive days."],
+    )
+    reply = (
+        "No, it is not okay to do Saturday's long run fasted. The user's physio says no "
+        "running on consecutive days. The user stopped fasting after getting dizzy."
+    )
+    shown = "".join(str(guard.feed(p)) for p in re.findall(r"\S+\s*", reply)) + str(guard.end())
+    assert shown == (
+        "No, it is not okay to do Saturday's long run fasted. Your physio says no running on "
+        "consecutive days. You stopped fasting after getting dizzy."
+    )
