@@ -424,13 +424,23 @@ def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int)
     return n == last - i and j + n < len(message) and message[j + n].startswith(reply[last])
 
 
+# Words a help-desk line may open with before its formula: "Please feel free to ask any
+# other questions…", "Just let me know if you have any other questions…" (the 1.5B,
+# bench.reply_quality's probes).
+_SOFT_WORDS = ("please", "just", "also", "and", "so", "again", "anyway", "of course")
+_SOFT_LEAD = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?\s+)+")
+
+
 def is_helpdesk_sentence(sentence: str) -> bool:
-    flat = _normal(sentence).lstrip("\"'([")
+    flat = _SOFT_LEAD.sub("", _normal(sentence).lstrip("\"'(["))
     return flat.startswith(_HELPDESK_STARTS)
 
 
 def _may_become_helpdesk(fragment: str) -> bool:
     flat = _normal(fragment).lstrip("\"'([")
+    if any(word.startswith(flat) for word in _SOFT_WORDS):
+        return True  # "Please", "Just": the formula may follow
+    flat = _SOFT_LEAD.sub("", flat)
     return any(start.startswith(flat) or flat.startswith(start) for start in _HELPDESK_STARTS)
 
 
@@ -826,7 +836,7 @@ class ReplyGuard:
                 break
             sentence, text = text[: end.end()], text[end.end() :]
             if not self._clear and self._against_health(sentence):
-                shown.append(self._reminder(sentence))
+                shown.append(self._reminder(sentence) + _line_break(sentence))
             elif self._clear:
                 shown.append(sentence)
             elif not self._left_out(sentence):
@@ -835,6 +845,8 @@ class ReplyGuard:
                 shown.append(said_to_user(sentence))
             else:
                 self._dropped.append(sentence)
+                if self._shown_any or "".join(shown).strip():  # the next line stays its own
+                    shown.append(_line_break(sentence))
             self._clear = False
         if text:
             if self._clear or (not final and not self._may_be_left_out(text)):
@@ -866,6 +878,14 @@ class ReplyGuard:
             kept = [s for s in self._dropped if not self._recites_hint(words(s))]
             return out + "".join(kept)
         return out
+
+
+def _line_break(sentence: str) -> str:
+    """The line breaks a sentence ends with: kept when it is left out or replaced (a
+    plan's "…around it. Feel free to ask!\n- Eccentric heel drops…" lost its break, and
+    the next line ran on: "…around it.- Eccentric heel drops")."""
+    tail = sentence[len(sentence.rstrip()) :]
+    return tail if "\n" in tail else ""
 
 
 def _script(

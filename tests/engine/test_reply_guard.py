@@ -143,6 +143,18 @@ def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
             "Sleep well, Priya. Goodnight!",
         ),
         ("Is there a chance Tom can make a second pot without peanuts?", None),
+        # The 1.5B's, with a word before the formula (bench.reply_quality's probes).
+        (
+            "The race is on August 20th. Please feel free to ask any other questions you "
+            "may have about your training or the race.",
+            "The race is on August 20th.",
+        ),
+        (
+            "Your sister's wedding is on December 20th. Just let me know if you have any "
+            "other questions or need more information.",
+            "Your sister's wedding is on December 20th.",
+        ),
+        ("Please tell me how it went. Just relax tonight.", None),
         ("辛苦了，早点休息。有什么可以帮你的吗？", "辛苦了，早点休息。"),
         (
             "很高兴你享受到了米线的美味。如果有任何其他想聊的事情，请随时告诉我。",
@@ -705,3 +717,16 @@ def test_a_sentence_of_an_older_reply_the_prompt_no_longer_shows_is_left_out() -
     # Without the session's older replies, the prompt's alone do not have it.
     shown, _ = run(ReplyGuard(message), reply)
     assert shown.startswith("That's great to hear!")
+
+
+def test_a_left_out_sentence_keeps_its_line_break() -> None:
+    # bench.reply_quality's probes: a plan's line lost its break with the sentence left
+    # out after it, and the next line ran on ("…around it.- Eccentric heel drop").
+    # Qwen's tokens end a line with it (".\n"), as streamed here.
+    streamed = [
+        "**Monday:**\n", "- Stretching:", " do", " stretches", " around", " it.", " Feel",
+        " free", " to", " ask", " me", " anything.\n", "- Eccentric", " heel", " drop.\n",
+    ]  # fmt: skip
+    guard = ReplyGuard("Can you put together next week's training?")
+    shown = "".join(str(guard.feed(piece)) for piece in streamed) + str(guard.end())
+    assert shown == "**Monday:**\n- Stretching: do stretches around it.\n- Eccentric heel drop.\n"
