@@ -18,11 +18,11 @@ budget). Nothing is lost: the transcript keeps every raw message. Code never fol
 dropped items into the background; that is the hippocampus's job — so what the budget
 drops while the hippocampus is failing goes to ``missed`` (at most ``MISSED_BUDGET_FACTOR``
 times the short-term budget, the newest kept), and so do the failed runs' user messages
-still in short-term (verbatim, in both: a session that ends on a failed run has them
-listed for the user's next session to read). Each working run is shown the oldest of
-them that short-term does not show (``budget.catch_up_batch``, via
-``prompt.build_messages``) and can still fold them into the background and long-term;
-its merge removes that batch from ``missed``, and the items its short-term showed.
+still in short-term (verbatim, in both: the hippocampus forms long-term facts from
+``missed_turns`` and the new message only, and a session that ends on a failed run has
+them listed for the user's next session to read). Each working run is shown the oldest
+of them (``budget.catch_up_batch``, via ``prompt.build_messages``) and can still fold
+them into the background and long-term; its merge removes that batch from ``missed``.
 With ``catch_up="message"`` (the compact contract, which reads only new messages) a
 failed run leaves its user message itself in ``missed`` instead, since no run has read it.
 
@@ -132,9 +132,6 @@ def merge(
         missed = _bounded_missed(earlier + dropped, token_budget) + tuple(still)
     else:  # this run was shown the oldest batch (the same function built its prompt)
         missed = previous.missed[len(catch_up_batch(previous.missed)) :]
-        if catch_up == "trimmed":  # and the whole short-term: its unread are read now
-            shown = {item for item in previous.short_term if not item.compressed}
-            missed = tuple(item for item in missed if item not in shown)
     return SessionMemoryState(
         background=background, short_term=short_term, user_emotion=emotion, missed=missed
     )

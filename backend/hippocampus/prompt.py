@@ -108,12 +108,12 @@ def _state_payload(state: SessionMemoryState, user_message: str) -> str:
         ),
         "new_user_message": user_message,
     }
-    # A failed run's message is listed in ``missed`` while short-term still shows it
-    # verbatim (``merge``): shown once, there.
-    verbatim = {item for item in state.short_term if not item.compressed}
-    batch = [item for item in catch_up_batch(state.missed) if item not in verbatim]
-    if batch:
-        payload["missed_turns"] = [{"role": item.role, "text": item.text} for item in batch]
+    # A failed run's message may be in short-term too (``merge``): it is listed here all
+    # the same, since the rules form long-term facts from these and the new message only.
+    if state.missed:
+        payload["missed_turns"] = [
+            {"role": item.role, "text": item.text} for item in catch_up_batch(state.missed)
+        ]
     return json.dumps(payload, ensure_ascii=False, indent=1)
 
 

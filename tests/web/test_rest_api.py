@@ -327,6 +327,7 @@ def test_export_import_round_trip_into_another_persona(h: AppHarness, api: httpx
         "duplicates": 0,
         "invalid": 0,
         "errors": [],
+        "entity_edits": 0,  # no people edits here: tests/web/test_entities_api.py
     }
     mine = memories(api, include_superseded=True)["items"]
     theirs = memories(api, "friend", include_superseded=True)["items"]
@@ -351,6 +352,7 @@ def test_import_rejects_bad_uploads(api: httpx.Client) -> None:
         "duplicates": 0,
         "invalid": 0,
         "errors": [],
+        "entity_edits": 0,
     }
     big = b'{"id": "x"}\n' * 100_000  # over the default 1 MiB body limit
     assert_error(api.post(url, content=big), 413, "request_too_large")
