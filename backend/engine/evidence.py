@@ -26,13 +26,14 @@ def turn_evidence(
     persona_words = [persona.name, persona.description, persona.system_prompt, persona.greeting]
     persona_words += [item.text for item in state.short_term if item.role == "assistant"]
     persona_evidence = tuple(text for text in persona_words if text)
-    if compact:
-        return Evidence(user=new_messages(state, user_message), persona=persona_evidence)
-    batch = catch_up_batch(state.missed)
     # Verbatim items only: a compressed one is the model's rewording, not the user's words.
-    user = [
-        item.text
-        for item in (*state.short_term, *batch)
-        if item.role == "user" and not item.compressed
-    ]
-    return Evidence(user=(*user, user_message), persona=persona_evidence)
+    earlier = tuple(
+        item.text for item in state.short_term if item.role == "user" and not item.compressed
+    )
+    if compact:
+        return Evidence(
+            user=new_messages(state, user_message), persona=persona_evidence, context=earlier
+        )
+    batch = catch_up_batch(state.missed)
+    user = [item.text for item in batch if item.role == "user" and not item.compressed]
+    return Evidence(user=(*earlier, *user, user_message), persona=persona_evidence)

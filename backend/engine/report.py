@@ -17,6 +17,7 @@ def memory_summary(memory: Memory) -> dict[str, Any]:
         "category": memory.category,
         "importance": round(memory.importance, 3),
         "subject": memory.subject,
+        "about": [{"name": a.name, "relation": a.relation} for a in memory.about],
         "created_at": memory.created_at.isoformat(),
         "pinned": memory.pinned,
     }

@@ -34,6 +34,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, fi
 
 from backend.hippocampus.extract import as_result_object, extract_object
 from backend.hippocampus.schema import (
+    ABOUT_MAX_CHARS,
     KEYWORD_MAX_CHARS,
     KEYWORDS_MAX_ITEMS,
     LABEL_MAX_CHARS,
@@ -175,6 +176,7 @@ class _LongTermIn(BaseModel):
     importance: Unit = DEFAULT_SCORE
     confidence: Unit = DEFAULT_SCORE
     subject: Any = None
+    about: Any = None
     keywords: Any = None
     emotion: Any = None
     supersedes: Any = None
@@ -231,8 +233,17 @@ def _candidate(item: _LongTermIn) -> tuple[Candidate, list[str]]:
         keywords=_keywords(item.keywords),
         emotion=emotion,
         supersedes=supersedes,
+        named=_named(item.about),
     )
     return candidate, notes
+
+
+def _named(value: Any) -> str | None:
+    """The model's "about": a name or relation; None for the user, or anything else."""
+    if not isinstance(value, str):
+        return None
+    text = clean_text(value)[:ABOUT_MAX_CHARS]
+    return None if not text or text.casefold() in ("user", "the user") else text
 
 
 def _long_term(value: Any, dropped: list[str]) -> tuple[Candidate, ...]:

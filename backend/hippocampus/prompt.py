@@ -58,6 +58,9 @@ example "The user's sister Mei lives in Osaka."), understandable without the \
 conversation, at most {CONTENT_MAX_CHARS} characters. A fact about the companion itself \
 is written about "the companion" and gets "subject": "persona"; otherwise "subject": \
 "user".
+   - optional "about": when the fact is about someone else of the user's life (a \
+person or a pet), their name as the user said it ("Mei"), or their relation when the \
+user gave no name ("sister"); left out for a fact about the user.
    - "category": one of {_CATEGORY_LIST}.
    - "importance" from 0 to 1: 0.9 or more for identity, health, close people and major \
 life events; about 0.6-0.8 for stable preferences, goals and ongoing projects; about \

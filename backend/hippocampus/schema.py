@@ -30,6 +30,7 @@ CONTENT_MAX_CHARS = 300
 KEYWORD_MAX_CHARS = 40
 LABEL_MAX_CHARS = 24  # emotion labels, categories, subjects, roles
 SUPERSEDES_MAX_CHARS = 300
+ABOUT_MAX_CHARS = 60  # a name, as the user said it
 SHORT_TERM_MAX_ITEMS = 16
 LONG_TERM_MAX_ITEMS = 6
 KEYWORDS_MAX_ITEMS = 5
@@ -96,6 +97,7 @@ HIPPOCAMPUS_SCHEMA: dict[str, Any] = {
                     "importance": _unit_number(),
                     "confidence": _unit_number(),
                     "subject": _enum(SUBJECTS),
+                    "about": _string(ABOUT_MAX_CHARS),
                     "keywords": {
                         "type": "array",
                         "maxItems": KEYWORDS_MAX_ITEMS,

@@ -186,6 +186,7 @@ class GatedWriter:
             last_accessed=now,
             embedding=vector,
             source_session=source_session,
+            about=candidate.about,
         )
         if decision.action == "supersede":
             assert decision.target_id is not None

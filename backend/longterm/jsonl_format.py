@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from backend.memory.entities import EntityEdit
-from backend.memory.types import Emotion, Memory, normalise_category, normalise_subject
+from backend.memory.types import About, Emotion, Memory, normalise_category, normalise_subject
 
 
 class InvalidMemoryLine(ValueError):
@@ -36,6 +36,13 @@ class _EmotionRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
     label: str = Field(min_length=1, max_length=64)
     intensity: float = Field(ge=0.0, le=1.0)
+
+
+class _AboutRecord(BaseModel):
+    """Someone a memory is about: a name (or none) and its relation to the user."""
+
+    name: str | None = Field(default=None, max_length=120)
+    relation: str = Field(min_length=1, max_length=60)
 
 
 class MemoryRecord(BaseModel):
@@ -58,6 +65,7 @@ class MemoryRecord(BaseModel):
     superseded_by: str | None = None
     pinned: bool = False
     source_session: str | None = None
+    about: list[_AboutRecord] = Field(default_factory=list, max_length=32)
     embedding: list[float] | None = None
     embedding_model: str | None = None
 
@@ -90,6 +98,7 @@ def encode_line(memory: Memory, embedding_model: str | None) -> str:
         "superseded_by": memory.superseded_by,
         "pinned": memory.pinned,
         "source_session": memory.source_session,
+        "about": [{"name": a.name, "relation": a.relation} for a in memory.about],
         "embedding": None if memory.embedding is None else memory.embedding.tolist(),
         "embedding_model": None if memory.embedding is None else embedding_model,
     }
@@ -125,6 +134,7 @@ def decode_line(line: str) -> tuple[Memory, str | None]:
         superseded_by=record.superseded_by,
         pinned=record.pinned,
         source_session=record.source_session,
+        about=tuple(About(a.name or None, a.relation) for a in record.about),
         embedding=vector,
     )
     return memory, record.embedding_model if vector is not None else None

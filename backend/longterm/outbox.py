@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from backend.memory.types import Candidate, Emotion, GatePolicy, Namespace
+from backend.memory.types import About, Candidate, Emotion, GatePolicy, Namespace
 
 # An entry failing this often for a reason other than an outage is a poison entry (bad
 # data, a bug): parked so that the queue behind it drains. Five covers transient errors.
@@ -94,6 +94,11 @@ def _candidate(data: dict[str, Any]) -> Candidate:
         keywords=tuple(data.get("keywords") or ()),
         emotion=None if not emotion else Emotion(emotion["label"], float(emotion["intensity"])),
         supersedes=data.get("supersedes"),
+        about=tuple(
+            About(a.get("name"), str(a["relation"]))
+            for a in data.get("about") or ()
+            if isinstance(a, dict) and a.get("relation")
+        ),
     )
 
 

@@ -32,6 +32,9 @@ Each entity lists the ids of the memories that mention it.
 
 The table is read from the memories each time it is needed (pure; no I/O), so it needs no
 migration and follows every edit, deletion, export and import of the memories themselves.
+Besides its words, a memory written since the save gate resolves subjects carries whom it
+is about (``Memory.about``, ``memory.subjects``): a fact that names someone by name alone
+("Tudou runs on his wheel all night") joins that entity too.
 
 **The user's edits** (``EntityEdit``, stored per (user, persona) by the session store) are
 laid over the derived table: ``entity_table(memories, edits)``. Each edit names a derived
@@ -266,6 +269,22 @@ def mentions(content: str) -> list[Mention]:
     return out
 
 
+def memory_mentions(memory: Memory) -> list[Mention]:
+    """Whom ``memory`` names: its words' mentions, then those recorded when it was written
+    (``Memory.about``: "Tudou is a little golden guy" names the hamster by name alone)."""
+    found = mentions(memory.content)
+    keys = {(m.name or f"~{m.relation}").casefold() for m in found}
+    named = {m.relation for m in found if m.name}
+    for recorded in memory.about:
+        key = (recorded.name or f"~{recorded.relation}").casefold()
+        if key in keys or (recorded.name is None and recorded.relation in named):
+            continue
+        keys.add(key)
+        found.append(Mention(CANONICAL.get(recorded.relation, recorded.relation),
+                             recorded.relation, recorded.name))  # fmt: skip
+    return found
+
+
 def entity_table(memories: Iterable[Memory], edits: Sequence[EntityEdit] = ()) -> list[Entity]:
     """The people and pets the memories name, most mentioned first, with the user's
     ``edits`` laid over them (module docstring)."""
@@ -276,7 +295,7 @@ def entity_table(memories: Iterable[Memory], edits: Sequence[EntityEdit] = ()) -
     unnamed: list[tuple[str, Mention]] = []
     # Oldest first, whatever order they come in: the first words said of someone lead.
     for memory in memories:
-        for mention in mentions(memory.content):
+        for mention in memory_mentions(memory):
             if mention.name is None:
                 unnamed.append((memory.id, mention))
                 continue

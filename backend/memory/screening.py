@@ -16,8 +16,12 @@ invent (docs/memory-model.md, "The save gate", rule 0):
    with its support figures — an assistant reply filed as a user fact, a prompt's
    example sentence, an invented title. A candidate that makes the user the subject of
    what the user said of someone else ("The user is a little golden guy", of the
-   hamster) is rejected too (``whose_fact.someone_else``). A user fact left in the
-   user's own first-person words is put in the third person (``backend.memory.wording``).
+   hamster; ``whose_fact.someone_else``) is filed under that one when the user's words
+   name exactly one ("The user's hamster Tudou is a little golden guy"), and rejected
+   otherwise; one that opens with a pronoun is resolved the same way before the fragment
+   rule reads it, and every kept fact records whom it is about (``subjects``). A user
+   fact left in the user's own first-person words is put in the third person
+   (``backend.memory.wording``).
 3. **Closed vocabularies.** The category is the model's when it is specific; a vague
    ``personal_fact``/``general`` (small models file everything there) yields to a clear
    lexical cue (an allergy is ``health``, a sister is ``relationship``). The emotion label
@@ -48,6 +52,7 @@ from backend.memory.grounding import (
     is_content_free,
     specifics,
 )
+from backend.memory.subjects import about, named_mention, refile, resolve_opening
 from backend.memory.types import Candidate, Emotion, clamp01
 from backend.memory.whose_fact import someone_else
 from backend.memory.wording import third_person
@@ -116,6 +121,9 @@ class Evidence:
 
     user: tuple[str, ...] = ()
     persona: tuple[str, ...] = ()
+    # The user's earlier turns the run did not read as evidence: only to find whom a
+    # pronoun stands for ("he" of a hamster named two messages ago), never as support.
+    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +185,20 @@ def screen_one(
     content = candidate.content.strip()
     if is_content_free(content):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
-    fragment = fragment_reason(content)
+    referent = None
+    if candidate.named and candidate.subject != "persona":  # the hippocampus named it
+        referent = named_mention(candidate.named, evidence.user, evidence.context)
+        if referent is None:
+            return Screened(
+                candidate, f"its subject {candidate.named!r} is not in the user's words"
+            )
+    # "He's a little golden guy": the one the user's words leave no doubt about.
+    resolved = (
+        None
+        if candidate.subject == "persona"
+        else resolve_opening(content, evidence.user, evidence.context, referent)
+    )
+    fragment = fragment_reason(content if resolved is None else resolved.content)
     if fragment is not None:
         return Screened(candidate, f"a fragment: {fragment}")
     by_user = grounding(content, evidence.user, questions=False)
@@ -191,17 +212,23 @@ def screen_one(
             return Screened(candidate, "said by the companion, not by the user")
         else:
             return Screened(candidate, f"not grounded in what the user said ({_describe(by_user)})")
+    if resolved is not None:  # grounded as written; stored with its subject named
+        content = resolved.content
     if subject == "user":  # the user's words, as a fact about them (``wording``)
         content = third_person(content)
         other = someone_else(content, evidence.user)
         if other is not None:
-            return Screened(candidate, f"about someone else: the user said it of {other!r}")
+            refiled = refile(content, other, evidence.user, evidence.context, referent)
+            if refiled is None:
+                return Screened(candidate, f"about someone else: the user said it of {other!r}")
+            content = refiled.content
     category = infer_category(content, candidate.category)
     return Screened(
         replace(
             candidate,
             content=content,
             subject=subject,
+            about=about(content, evidence.user, evidence.context) if subject == "user" else (),
             category=category,
             emotion=_closed_emotion(candidate.emotion),
             importance=calibrate_importance(candidate.importance, category, content),

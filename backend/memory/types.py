@@ -73,6 +73,34 @@ class Emotion:
 
 
 @dataclass(frozen=True, slots=True)
+class About:
+    """Someone (or a pet) of the user's life a memory is about: a name and its relation to
+    the user ("Tudou", "hamster"), or a relation alone (None, "physio")."""
+
+    name: str | None
+    relation: str
+
+    def to_list(self) -> list[str | None]:
+        return [self.name, self.relation]
+
+    @classmethod
+    def from_value(cls, value: object) -> About | None:
+        """One from its stored form ``[name, relation]``; None for anything else."""
+        if isinstance(value, list | tuple) and len(value) == 2 and isinstance(value[1], str):
+            name = value[0] if isinstance(value[0], str) and value[0].strip() else None
+            return cls(name, value[1]) if value[1].strip() else None
+        return None
+
+
+def abouts(value: object) -> tuple[About, ...]:
+    """The stored ``about`` list (``[[name, relation], …]``) read back; what is not one is
+    skipped, so an old or damaged record reads as about the user."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(a for a in (About.from_value(v) for v in value) if a is not None)
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     """One long-term memory: a standalone sentence plus metadata (docs/memory-model.md, "A memory").
 
@@ -96,6 +124,9 @@ class Memory:
     superseded_by: str | None = None
     pinned: bool = False
     source_session: str | None = None
+    # Whom it is about, decided at write (``memory.subjects``); empty: the user, or a
+    # memory written before this was stored (the entity table reads its words then).
+    about: tuple[About, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "importance", clamp01(self.importance))
@@ -120,6 +151,11 @@ class Candidate:
     emotion: Emotion | None = None
     # Text or id of the older fact this one updates, as the hippocampus wrote it.
     supersedes: str | None = None
+    # Whom it is about (``memory.subjects``), set by the save gate's screening.
+    about: tuple[About, ...] = ()
+    # Whom the hippocampus said it is about (full contract's "about": a name or a
+    # relation); None: the user. Checked against the user's words by the screening.
+    named: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "category", normalise_category(self.category))

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from backend.memory.types import Emotion, Memory, Namespace, normalise_subject
+from backend.memory.types import Emotion, Memory, Namespace, abouts, normalise_subject
 from backend.stores.vector_port import (
     SalientRow,
     require_aware,
@@ -161,6 +161,7 @@ def encode_metadata(memory: Memory) -> dict[str, str | int | float | bool]:
         "superseded_by": memory.superseded_by,
         "pinned": memory.pinned,
         "source_session": memory.source_session,
+        "about": [a.to_list() for a in memory.about],
     }
     superseded = memory.superseded_by is not None
     return {
@@ -198,6 +199,7 @@ def decode(record_id: str, metadata: Mapping[str, Any], embedding: Any | None = 
         superseded_by=p["superseded_by"],
         pinned=bool(p["pinned"]),
         source_session=p["source_session"],
+        about=abouts(p.get("about")),
     )
 
 

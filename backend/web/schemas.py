@@ -146,6 +146,11 @@ class EmotionOut(BaseModel):
     intensity: float
 
 
+class AboutOut(BaseModel):
+    name: str | None = Field(description="Their name; null: known by relation only.")
+    relation: str = Field(description='Their relation to the user ("sister", "dog").')
+
+
 class MemoryOut(BaseModel):
     id: str
     content: str
@@ -162,6 +167,11 @@ class MemoryOut(BaseModel):
     superseded_by: str | None
     pinned: bool
     source_session: str | None
+    about: list[AboutOut] = Field(
+        default_factory=list,
+        description="Whom the fact is about, decided when it was written; empty: the user "
+        "(or a memory written before this was recorded).",
+    )
     has_vector: bool
 
     @classmethod
@@ -183,6 +193,7 @@ class MemoryOut(BaseModel):
             superseded_by=memory.superseded_by,
             pinned=memory.pinned,
             source_session=memory.source_session,
+            about=[AboutOut(name=a.name, relation=a.relation) for a in memory.about],
             has_vector=memory.embedding is not None,
         )
 

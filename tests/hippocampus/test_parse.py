@@ -15,6 +15,7 @@ from backend.hippocampus import (
     ShortTermItem,
     parse_result,
 )
+from backend.hippocampus.schema import hippocampus_schema
 from backend.memory.types import Emotion
 
 PREVIOUS = SessionMemoryState(
@@ -159,6 +160,21 @@ def test_categories_subjects_and_keywords_are_normalised() -> None:
     assert first.keywords == ("rain", "days", "7", "a", "b")
     assert (second.category, second.keywords) == ("preference", ("咖啡", "饮料", "早晨"))
     assert (third.category, third.subject, third.keywords) == ("general", "user", ())
+
+
+def test_the_subject_the_model_names_is_kept_for_the_gate_to_check() -> None:
+    base = {"category": "relationship", "subject": "user", "keywords": []}
+    raw = dict(
+        GOOD,
+        long_term=[
+            {"content": "She moved to Osaka.", "about": " Mei ", **base},
+            {"content": "The user is tall.", "about": "the user", **base},
+            {"content": "The user likes tea.", "about": ["Mei"], **base},
+        ],
+    )
+    first, second, third = parse_result(raw, PREVIOUS).long_term
+    assert (first.named, second.named, third.named) == ("Mei", None, None)
+    assert "about" in hippocampus_schema()["properties"]["long_term"]["items"]["properties"]
 
 
 def test_missing_fields_use_the_previous_state() -> None:

@@ -47,8 +47,11 @@ def test_statements(text: str) -> None:
 
 
 def test_the_gate_rejects_a_fragment_with_its_reason() -> None:
-    said = ["my grandma makes dumplings every autumn, she makes hundreds"]
+    said = ["the dumplings are the best part, she makes hundreds every autumn"]
     reason = rejection("She makes hundreds every autumn.", said, "relationship")
     assert reason is not None and "names no one" in reason
+    # The user's words say who "she" is: resolved (tests/memory/test_subjects.py), kept.
+    said = ["my grandma makes dumplings every autumn, she makes hundreds"]
+    assert rejection("She makes hundreds every autumn.", said, "relationship") is None
     named = "The user's grandma makes dumplings every autumn."
     assert rejection(named, said, "relationship") is None

@@ -58,7 +58,11 @@ def test_a_span_that_also_says_i_is_not_someone_elses() -> None:
     assert someone_else("The user is going to Paris in May.", said) is None
 
 
-def test_the_gate_rejects_it_with_the_reason() -> None:
-    reason = rejection("The user is a grumpy old lady.", PRIYA)
+def test_the_gate_rejects_it_with_the_reason_when_no_one_can_take_it() -> None:
+    # Two people the user did not place: whose "she" is cannot be told.
+    said = ["I met Jo and Sam at the park. she's a grumpy old lady"]
+    reason = rejection("The user is a grumpy old lady.", said)
     assert reason is not None and "someone else" in reason
     assert rejection("I'm allergic to peanuts.", PRIYA, "health") is None
+    # With the pug named, the fact is filed under her instead (tests/memory/test_subjects.py).
+    assert rejection("The user is a grumpy old lady.", PRIYA) is None

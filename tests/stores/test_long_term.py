@@ -13,7 +13,7 @@ from backend.config import MemorySettings
 from backend.longterm.memory import LongTermMemory
 from backend.memory.entities import EntityEdit, edit_entity
 from backend.memory.hybrid import lexical_tokens
-from backend.memory.types import Candidate, Emotion, Memory, Namespace
+from backend.memory.types import About, Candidate, Emotion, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.lexical_index import IndexedVectorStore, InMemoryLexicalIndex
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
@@ -162,14 +162,18 @@ def test_export_import_round_trip_loses_nothing(ltm: LongTermMemory) -> None:
     )
     ltm.write(NS, [fact("The user's wedding is in October")])
     ltm.write(NS, [fact("The wedding moved to December", supersedes="wedding in October")])
+    sister = About("Mei", "sister")
+    ltm.write(NS, [fact("Mei lives in Osaka", about=(sister,))])
     lines = list(ltm.export_jsonl(NS))
-    assert len(lines) == 3 and all(line.endswith("\n") for line in lines)
+    assert len(lines) == 4 and all(line.endswith("\n") for line in lines)
     target = Namespace("alice", "tutor")
     report = ltm.import_jsonl(target, [*lines, "not json\n", json.dumps({"id": "x"}) + "\n"])
-    assert (report.written, report.duplicates, report.invalid) == (3, 0, 2)
+    assert (report.written, report.duplicates, report.invalid) == (4, 0, 2)
     assert list(ltm.export_jsonl(target)) == lines
+    (mei,) = [m for m in ltm.store.list(target, limit=10) if m.content == "Mei lives in Osaka"]
+    assert mei.about == (sister,)  # whom it is about travels with it
     again = ltm.import_jsonl(target, lines)
-    assert (again.written, again.duplicates) == (0, 3)
+    assert (again.written, again.duplicates) == (0, 4)
 
 
 def test_import_drops_vectors_of_another_model(ltm: LongTermMemory) -> None:

@@ -21,7 +21,7 @@ from backend.clock import FixedClock
 from backend.longterm.memory import LongTermMemory, WriteInterrupted
 from backend.longterm.outbox import MAX_ATTEMPTS, PendingWrite, WriteOutbox
 from backend.longterm.outbox_replay import replay_once
-from backend.memory.types import Candidate, Emotion, GatePolicy, Memory, Namespace
+from backend.memory.types import About, Candidate, Emotion, GatePolicy, Memory, Namespace
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStoreUnavailable
 
@@ -108,7 +108,12 @@ def test_an_appended_write_survives_reopening(tmp_path: Path) -> None:
     write = PendingWrite(
         namespace=NS,
         candidates=(
-            fact("Mei lives in Osaka", keywords=("mei", "osaka"), emotion=Emotion("joy", 0.6)),
+            fact(
+                "Mei lives in Osaka",
+                keywords=("mei", "osaka"),
+                emotion=Emotion("joy", 0.6),
+                about=(About("Mei", "sister"),),
+            ),
             fact("The user drinks oolong tea", subject="user", supersedes="coffee"),
         ),
         queued_at=T0,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.memory.types import Emotion, Memory, Namespace
+from backend.memory.types import About, Emotion, Memory, Namespace
 from backend.stores import memory_codec as codec
 from backend.stores.vector_port import (
     EmbeddingDimensionError,
@@ -98,6 +98,7 @@ def test_round_trip_every_field(store: VectorStore, ns: Namespace) -> None:
         superseded_by="m-new",
         pinned=True,
         source_session="session-42",
+        about=(About("Mei", "sister"), About(None, "physio")),
     )
     bare = mem("m-bare", "plain", emotion=None, keywords=())
     store.upsert(ns, [full, bare])
@@ -107,6 +108,7 @@ def test_round_trip_every_field(store: VectorStore, ns: Namespace) -> None:
     assert_same(got[1], bare)
     assert got[0].created_at == datetime(2025, 12, 31, 15, 59, 59, 999999, tzinfo=UTC)
     assert got[1].emotion is None and got[1].superseded_by is None and not got[1].pinned
+    assert got[0].about == full.about and got[1].about == ()
 
 
 def test_upsert_replaces_the_whole_record(store: VectorStore, ns: Namespace) -> None:

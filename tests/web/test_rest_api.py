@@ -12,7 +12,7 @@ from typing import Any, get_args
 import httpx
 import pytest
 
-from backend.memory.types import CATEGORIES, Candidate, Namespace
+from backend.memory.types import CATEGORIES, About, Candidate, Namespace
 from backend.personas import Persona, PersonaRegistry
 from backend.stores.in_memory import InMemoryVectorStore
 from backend.stores.vector_port import VectorStoreUnavailable
@@ -200,6 +200,24 @@ def test_version_chain_and_superseded_filter(h: AppHarness, api: httpx.Client) -
     assert contents(memories(api)) == ["The user lives in Guangzhou"]
     revived = api.get(f"/api/personas/companion/memories/{old['id']}").json()
     assert revived["superseded_by"] is None and len(revived["versions"]) == 1
+
+
+def test_a_memory_says_whom_it_is_about(h: AppHarness, api: httpx.Client) -> None:
+    [outcome] = h.services.long_term.write(
+        NS,
+        [
+            Candidate(
+                "Tudou runs on his wheel all night",
+                category="general",
+                importance=0.7,
+                confidence=0.9,
+                about=(About("Tudou", "hamster"),),
+            )
+        ],
+    )
+    got = api.get(f"/api/personas/companion/memories/{outcome.memory_id}").json()
+    assert got["about"] == [{"name": "Tudou", "relation": "hamster"}]
+    assert create(api, "The user likes tea")["about"] == []
 
 
 def test_patch_pin_and_reembed(h: AppHarness, api: httpx.Client) -> None:
