@@ -87,6 +87,8 @@ SOURCE_MATCH = 0.6
 # Relation words that, bare, are what a fact says rather than whom ("expecting a baby").
 _NOT_SOMEONE = frozenset(("baby", "kid", "child", "pet"))
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)?")
+_OPEN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_FILLERS = frozenset(("oh", "and", "also", "lol", "haha", "yeah", "so", "well", "btw", "but", "um"))
 # A fact's opening pronoun → how its subject is said once resolved: (gender, possessive).
 _OPENERS: dict[str, tuple[str | None, bool]] = {
     "he": ("m", False), "he's": ("m", False), "he'll": ("m", False), "he'd": ("m", False),
@@ -202,7 +204,8 @@ def _referent(
 ) -> Mention | None:
     """The one person or pet of ``gender`` the fact's own text speaks of (the newest of
     the new messages, then of the recent turns, that says its ``predicate``; else the
-    newest message), or the text before it when that one speaks of no one."""
+    newest message), or the text before it when that one opens with the pronoun and speaks
+    of no one."""
     every = [*reversed(texts), *reversed(context[-CONTEXT_TURNS:])]
     start = next((i for i, t in enumerate(every) if support(predicate, [t]) >= SOURCE_MATCH), 0)
     for text in every[start : start + 2]:
@@ -211,7 +214,22 @@ def _referent(
             return None
         if found:
             return _one_of(found, gender)
+        if not _opens_with_pronoun(text):
+            # "Also the university emailed me. They need 6.5": whoever "they" is was said
+            # in this message, in words no pattern reads; the turn before is not it.
+            return None
     return None
+
+
+def _opens_with_pronoun(text: str) -> bool:
+    """Whether ``text`` starts (after fillers) with a third-person pronoun, so that it
+    speaks of someone an earlier turn named ("he runs on his wheel all night lol")."""
+    words = _OPEN_WORD.findall(text.lower().replace("’", "'"))
+    while words and words[0] in _FILLERS:
+        words = words[1:]
+    if text.lstrip().startswith(("他", "她")):
+        return True
+    return bool(words) and words[0] in (*_OPENERS, "him", "them")
 
 
 def named_mention(named: str, texts: Sequence[str], context: Sequence[str] = ()) -> Mention | None:

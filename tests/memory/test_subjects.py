@@ -97,6 +97,17 @@ def test_no_single_referent_resolves_nothing(content: str, said: list[str]) -> N
     assert resolve_opening(content, said) is None
 
 
+def test_a_pronoun_whose_one_is_in_its_own_message_does_not_reach_back() -> None:
+    # The language tutor's: "they" is the university, in words no pattern reads; the turn
+    # before addressed the companion as "Teacher". Filed as the teacher's, it was wrong.
+    resolved = resolve_opening(
+        "They need 6.5 overall and no band below 6.0.",
+        ["Also the university email me. They need 6.5 overall and no band below 6.0."],
+        context=["Teacher, bad news. My company send me to a business trip in March"],
+    )
+    assert resolved is None
+
+
 @pytest.mark.parametrize(
     ("content", "whose", "expected"),
     [
