@@ -17,6 +17,7 @@ from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
 from backend.longterm.locks import NamespaceLocks
 from backend.memory import gate
+from backend.memory.subjects import still_about
 from backend.memory.types import Memory, Namespace, clamp01, normalise_category
 from backend.stores.vector_port import VectorStore
 
@@ -98,6 +99,7 @@ class MemoryEditor:
                     memory,
                     content=content.strip(),
                     embedding=None if vectors is None else vectors[0],
+                    about=still_about(memory.about, content.strip()),
                 )
             if importance is not None:
                 memory = replace(memory, importance=clamp01(importance))

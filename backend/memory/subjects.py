@@ -407,3 +407,21 @@ def _says_name(content: str, name: str) -> bool:
     if name.isascii():
         return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", content) is not None
     return name in content
+
+
+def still_about(recorded: Sequence[About], content: str) -> tuple[About, ...]:
+    """What of ``recorded`` an edited ``content`` still says: a name it still names, or a
+    relation (any word of it) it still says. A user who edits "Tudou runs all night" into
+    "Biscuit runs all night" leaves Tudou's facts."""
+    kept: list[About] = []
+    for entry in recorded:
+        if entry.name is not None:
+            if _says_name(content, entry.name):
+                kept.append(entry)
+        elif any(
+            _says_name(content.lower(), word)
+            for word, canonical in CANONICAL.items()
+            if canonical == entry.relation or word == entry.relation
+        ):
+            kept.append(entry)
+    return tuple(kept)

@@ -9,7 +9,14 @@ import pytest
 
 from backend.memory.entities import Mention, entity_table, introduce
 from backend.memory.screening import Evidence, screen_one
-from backend.memory.subjects import about, named_in, named_mention, refile, resolve_opening
+from backend.memory.subjects import (
+    about,
+    named_in,
+    named_mention,
+    refile,
+    resolve_opening,
+    still_about,
+)
 from backend.memory.types import About, Candidate, Memory
 
 from .test_whose_fact import PRIYA
@@ -183,3 +190,11 @@ def test_the_entity_table_reads_the_recorded_subject() -> None:
     # Without the record (an older memory), the words alone do not place it.
     older = Memory("m2", "Tudou runs on his wheel all night.", "general", 0.6, NOW, NOW)
     assert entity_table([intro, older])[0].memory_ids == ["m1"]
+
+
+def test_an_edit_keeps_only_whom_the_new_words_still_say() -> None:
+    recorded = (About("Tudou", "hamster"), About(None, "physio"))
+    assert still_about(recorded, "Tudou and the physio agree") == recorded
+    assert still_about(recorded, "Tudou sleeps all day") == (About("Tudou", "hamster"),)
+    assert still_about(recorded, "The user's Physio says rest") == (About(None, "physio"),)
+    assert still_about(recorded, "The user likes tea") == ()

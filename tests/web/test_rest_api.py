@@ -215,9 +215,15 @@ def test_a_memory_says_whom_it_is_about(h: AppHarness, api: httpx.Client) -> Non
             )
         ],
     )
-    got = api.get(f"/api/personas/companion/memories/{outcome.memory_id}").json()
+    path = f"/api/personas/companion/memories/{outcome.memory_id}"
+    got = api.get(path).json()
     assert got["about"] == [{"name": "Tudou", "relation": "hamster"}]
     assert create(api, "The user likes tea")["about"] == []
+    # An edit that still names Tudou keeps it; one that no longer does drops it.
+    kept = api.patch(path, json={"content": "Tudou runs on his wheel until dawn"}).json()
+    assert kept["about"] == [{"name": "Tudou", "relation": "hamster"}]
+    gone = api.patch(path, json={"content": "Biscuit runs on his wheel until dawn"}).json()
+    assert gone["about"] == []
 
 
 def test_patch_pin_and_reembed(h: AppHarness, api: httpx.Client) -> None:
