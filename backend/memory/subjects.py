@@ -11,10 +11,12 @@ the right one:
   "Name, my RELATION", "my RELATION is called/named Name", "a RELATION called/named Name"
   ("our" as "my"), and 我(的)RELATION叫NAME / 我有一只RELATION叫NAME;
 - **a fact that opens with a pronoun** ("He's …", "She says …", "Their …", 他/她) takes
-  the one person or pet of the pronoun's gender the new message names (else the recent
-  turns): "He's a little golden guy" → "The user's hamster Tudou is a little golden guy".
-  Two candidates, or none, or a name in that message the user did not place ("I met Tom
-  at the gym, he's…"), resolve nothing, and the fragment rule rejects it as before;
+  the one person or pet of the pronoun's gender that the message the fact was said in
+  speaks of (by name, relation, or a bare relation word: "hamsters are nocturnal… he's")
+  or, when that message opens with the pronoun, the user's turn before it: "He's a little
+  golden guy" → "The user's hamster Tudou is a little golden guy". Two candidates, or
+  none, or a name in that message the user did not place ("I met Tom at the gym, he's…"),
+  resolve nothing, and the fragment rule rejects it as before;
 - **a fact the user said of someone else, filed as the user's** (``whose_fact``: the
   span's subject is "my sister" or "he") is filed under that one instead: "The user is
   expecting her first baby in March." → "The user's sister Anjali is expecting her first
