@@ -17,6 +17,15 @@ the right one:
   golden guy" → "The user's hamster Tudou is a little golden guy". Two candidates, or
   none, or a name in that message the user did not place ("I met Tom at the gym, he's…"),
   resolve nothing, and the fragment rule rejects it as before;
+- **a place or an organisation** (``things_in``) stands for the opening pronoun when the
+  message speaks of no person or pet and of exactly one of them: "the university", "my
+  company" ("the/my/our" and an organisation word), or a name the message puts where a
+  place goes ("in Dublin", "Xiamen beach"). "They"/"their" take it ("Also the university
+  emailed me. They need 6.5 overall" → "The university needs 6.5 overall"); "he"/"she"
+  take it only before "is"/"was" (a learner's pronoun: 他, 她 and 它 sound alike, and "I
+  like Xiamen beach, I grow up there. He is very beautiful in summer" is of the city).
+  A place the user grew up in is said as such ("I grew up in…", "I'm from…", "my
+  hometown…", "…, I grow up there"): "The user's hometown Xiamen is very beautiful…";
 - **a fact the user said of someone else, filed as the user's** (``whose_fact``: the
   span's subject is "my sister" or "he") is filed under that one instead: "The user is
   expecting her first baby in March." → "The user's sister Anjali is expecting her first
@@ -39,6 +48,7 @@ from dataclasses import dataclass
 
 from backend.memory.entities import CANONICAL, PETS, Mention, mentions
 from backend.memory.grounding import proper_names, support
+from backend.memory.hybrid import fold
 from backend.memory.types import About
 
 _FEMALE = frozenset(("sister", "mum", "grandma", "aunt", "niece", "daughter", "wife", "girlfriend"))
@@ -81,6 +91,38 @@ _CJK_REL = "(?P<rel>" + "|".join(re.escape(w) for w in _CJK_WORDS) + ")"
 _CJK_USER = re.compile(
     rf"我(?:的|家|有)?(?:一|两)?(?:只|个|位|条)?{_CJK_REL}(?:(?:叫|名叫|叫做)(?P<name>[\u3400-\u9fff]{{1,4}}?)(?=[，。！？,.!?\s]|$))?"
 )
+
+# Organisations a user speaks of as "the/my/our WORD"; "they" often stands for them.
+_ORGANISATIONS = (
+    "university", "uni", "college", "school", "company", "employer", "office", "firm",
+    "team", "club", "gym", "hospital", "clinic", "bank", "council", "embassy", "airline",
+    "agency", "church", "band", "lab", "department", "startup", "landlord agency",
+)  # fmt: skip
+_ORGANISATION = re.compile(
+    r"(?<![\w'])(?P<det>[Tt]he|[Mm]y|[Oo]ur)\s(?:[a-z][\w-]*\s)?"
+    r"(?P<org>" + "|".join(_ORGANISATIONS) + r")(?![\w-])"
+)
+_PLACE_WORDS = (
+    "beach", "city", "town", "village", "park", "lake", "island", "province", "county",
+    "street", "river", "mountain", "mountains", "district",
+)  # fmt: skip
+_PLACES = (
+    # "in Dublin", "from Xiamen", "moved to New York"
+    re.compile(r"\b(?:in|from|to|near|around|visit|visited|visiting)\s" + _NAME),
+    # "Xiamen beach", "Hyde Park" is a name already; "Leeds city centre"
+    re.compile(_NAME + r"\s(?:" + "|".join(_PLACE_WORDS) + r")\b"),
+)
+# Where the user grew up: "I grew up in Xiamen", "I'm from Leeds", "my hometown, Cork".
+_HOMETOWNS = (
+    re.compile(r"\b(?:grew|grow|growing) up in\s" + _NAME),
+    re.compile(r"\bborn in\s" + _NAME),
+    re.compile(r"\b(?:I'm|I am|I come)(?: originally)? from\s" + _NAME),
+    re.compile(r"(?<![\w'])(?:[Mm]y|[Oo]ur) home ?town(?: is|,)?\s" + _NAME),
+    re.compile(_NAME + r",\s(?:my|our) home ?town\b"),
+)
+_THERE = re.compile(r"\b(?:grew|grow|growing) up there\b|\bborn there\b")
+# Before these a "he"/"she" with no one in sight is a learner's pronoun for a place.
+_DESCRIBES = re.compile(r"^\s*(?:is|was|'s)\b")
 
 # The user's earlier turns a pronoun may reach back to (the newest first).
 CONTEXT_TURNS = 3
@@ -184,12 +226,62 @@ def _one_of(mentions_: Sequence[Mention], gender: str | None) -> Mention | None:
     return fits[0] if len(fits) == 1 else None
 
 
+def things_in(text: str) -> list[Mention]:
+    """The organisations and places ``text`` speaks of (module docstring), in order, each
+    as a ``Mention`` whose name is how a fact says it ("The university", "The user's
+    company", "Dublin"); a place the user grew up in has the relation "hometown"."""
+    text = text.replace("’", "'")
+    found: list[tuple[int, str]] = []
+    for match in _ORGANISATION.finditer(text):
+        det = match.group("det").lower()
+        org = match.group("org")
+        found.append((match.start(), f"The {org}" if det == "the" else f"The user's {org}"))
+    homes: set[str] = set()
+    for pattern in (*_PLACES, *_HOMETOWNS):
+        for match in pattern.finditer(text):
+            name = _name(match.group("name"))
+            if name is not None:
+                found.append((match.start("name"), name))
+                if pattern in _HOMETOWNS:
+                    homes.add(name)
+    found.sort(key=lambda item: item[0])
+    names: list[str] = []
+    for _, name in found:
+        if all(name.casefold() != seen.casefold() for seen in names):
+            names.append(name)
+    places = [n for n in names if not n.startswith("The ")]
+    if len(places) == 1 and _THERE.search(text):  # "I like Xiamen beach, I grow up there"
+        homes.add(places[0])
+    return [Mention("hometown", "hometown", n) if n in homes else Mention("", "", n) for n in names]
+
+
+def _place_words(text: str) -> set[str]:
+    """The folded words of the places ``text`` names: names no one is called."""
+    return {
+        fold(word.casefold())
+        for thing in things_in(text)
+        if thing.name and not thing.name.startswith("The ")
+        for word in thing.name.split()
+    }
+
+
+def _one_thing(text: str, gender: str | None, predicate: str) -> Mention | None:
+    """The one place or organisation of ``text`` an opening pronoun can stand for."""
+    things = things_in(text)
+    if len(things) != 1:
+        return None
+    if gender is not None and not _DESCRIBES.match(predicate):
+        return None
+    return things[0]
+
+
 def _present(text: str) -> list[Mention] | None:
     """The people and pets ``text`` speaks of (``named_in``, and a bare relation word the
     patterns do not hold: "hamsters are nocturnal"), or None when it also names someone
     the user did not place ("I met Tom at the gym"), who may be the one meant."""
     found = named_in(text)
-    placed = {m.name.casefold() for m in found if m.name}
+    placed = {fold(w) for m in found if m.name for w in m.name.casefold().split()}
+    placed |= _place_words(text)
     if proper_names(text) - placed - _IGNORED - _own_names(text):
         return None
     relations = {m.relation for m in found}
@@ -217,6 +309,9 @@ def _referent(
         if found:
             return _one_of(found, gender)
         if not _opens_with_pronoun(text):
+            thing = _one_thing(text, gender, predicate)
+            if thing is not None:
+                return thing
             # "Also the university emailed me. They need 6.5": whoever "they" is was said
             # in this message, in words no pattern reads; the turn before is not it.
             return None

@@ -16,6 +16,7 @@ from backend.memory.subjects import (
     refile,
     resolve_opening,
     still_about,
+    things_in,
 )
 from backend.memory.types import About, Candidate, Memory
 
@@ -105,14 +106,97 @@ def test_no_single_referent_resolves_nothing(content: str, said: list[str]) -> N
 
 
 def test_a_pronoun_whose_one_is_in_its_own_message_does_not_reach_back() -> None:
-    # The language tutor's: "they" is the university, in words no pattern reads; the turn
-    # before addressed the companion as "Teacher". Filed as the teacher's, it was wrong.
+    # The language tutor's: "they" is the university; the turn before addressed the
+    # companion as "Teacher". Filed as the teacher's, it was wrong.
     resolved = resolve_opening(
         "They need 6.5 overall and no band below 6.0.",
         ["Also the university email me. They need 6.5 overall and no band below 6.0."],
         context=["Teacher, bad news. My company send me to a business trip in March"],
     )
-    assert resolved is None
+    assert resolved is not None
+    assert resolved.content == "The university needs 6.5 overall and no band below 6.0."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Also the university email me.", ["The university"]),
+        ("My company send me to a business trip", ["The user's company"]),
+        ("I like Xiamen beach, I grew up there.", ["Xiamen"]),
+        ("I apply a master of data science in Dublin.", ["Dublin"]),
+        ("I moved to New York from Leeds in March.", ["New York", "Leeds"]),
+        ("My exam is in March 15.", []),
+        ("I met Tom at the gym.", ["The gym"]),
+    ],
+)
+def test_the_places_and_organisations_a_message_speaks_of(text: str, expected: list[str]) -> None:
+    assert [m.name for m in things_in(text)] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I like Xiamen beach, I grow up there.",
+        "I grew up in Xiamen.",
+        "I'm originally from Xiamen, it's by the sea.",
+        "My hometown is Xiamen.",
+        "Xiamen, my hometown, is by the sea.",
+    ],
+)
+def test_a_place_the_user_grew_up_in_is_their_hometown(text: str) -> None:
+    assert things_in(text)[0] == Mention("hometown", "hometown", "Xiamen")
+
+
+def test_a_place_is_no_hometown_without_saying_so() -> None:
+    assert things_in("I visited Xiamen, I loved it there.") == [Mention("", "", "Xiamen")]
+    # two places: "there" is not one of them for sure
+    assert all(not m.relation for m in things_in("I moved from Leeds to York, I grew up there."))
+
+
+@pytest.mark.parametrize(
+    ("content", "said", "expected"),
+    [
+        ("They need 6.5 overall.", "Also the university email me. They need 6.5 overall.",
+         "The university needs 6.5 overall."),
+        ("Their offer is 40k a year.", "Our company called back. Their offer is 40k a year.",
+         "The user's company's offer is 40k a year."),
+        # A learner's "he" for a city (他/她/它 sound alike), before "is"
+        ("He is very beautiful in summer and the water is clean.",
+         "I like Xiamen beach, I grow up there. He is very beautiful in summer and the water "
+         "is clean.",
+         "The user's hometown Xiamen is very beautiful in summer and the water is clean."),
+        ("He is busy all year.", "I visited Xiamen in May. He is busy all year.",
+         "Xiamen is busy all year."),
+    ],
+)  # fmt: skip
+def test_a_pronoun_takes_the_one_place_or_organisation_when_no_one_is_in_sight(
+    content: str, said: str, expected: str
+) -> None:
+    resolved = resolve_opening(content, [said])
+    assert resolved is not None
+    assert resolved.content == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        # "she" doing something is someone, not the city
+        ("She called me.", "I am back in London. She called me."),
+        # a person the user did not place may be the one meant
+        ("He is great.", "I met Tom in London. He is great."),
+        # "it" mostly names nothing on purpose ("It's normal to…"); two places are no one
+        ("It is beautiful.", "I like Xiamen beach. It is beautiful."),
+        ("They have great food.", "I went from Paris to Rome. They have great food."),
+    ],
+)
+def test_a_place_or_organisation_is_not_guessed(content: str, said: str) -> None:
+    assert resolve_opening(content, [said]) is None
+
+
+def test_a_person_in_sight_comes_before_a_place() -> None:
+    resolved = resolve_opening("She is so busy.", ["My sister lives in Leeds. She is so busy."])
+    assert resolved is not None
+    assert resolved.content == "The user's sister is so busy."
 
 
 @pytest.mark.parametrize(
