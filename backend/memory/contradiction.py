@@ -25,6 +25,14 @@ true fact):
 "The wedding moved to December" against "the wedding is in October"; "weighs 69.5 kg"
 against "weighs 72 kg". Not "runs 3 km" against "has run for 2 years" (other units).
 
+**A habit given up** (:func:`ceased`) is an update with no value: the new fact says the
+user stopped, quit, gave up or no longer does something (停了, 戒了, 不再), and every
+content word of what was stopped (up to the clause's end; numbers, units and time
+words aside) is in the older
+fact, which says no such thing itself: "stopped the 16:8 fasting" updates "is
+intermittent fasting", "quit smoking" updates "smokes a pack a day"; "stopped running on
+consecutive days" does not update "runs 3 km along the river" (consecutive, days).
+
 Pure: no I/O, never raises.
 """
 
@@ -46,6 +54,15 @@ NUMBER_TOPIC_JACCARD = 0.5
 _UPDATE = re.compile(
     r"\b(moved|changed|rescheduled|postponed|pushed|brought forward|delayed|now)\b|改到|推迟|提前",
     re.IGNORECASE,
+)
+_CEASED = re.compile(
+    r"\b(?:stopped|stops|quit|quits|gave up|given up|no longer|not \w+ing anymore)\b"
+    r"(?P<what>[^.,;!?()]*)|(?:停了|戒了|戒掉了?|不再)(?P<zh>[^，。；！？,.;!?]*)",
+    re.IGNORECASE,
+)
+# Where what was stopped ends: a reason or a second clause is not part of it.
+_CLAUSE_END = re.compile(
+    r"\b(?:because|since|so|and|but|after|when|as)\b|因为|所以|但", re.IGNORECASE
 )
 _GOAL = re.compile(
     r"\b(goal|target|aim|aims|aiming|want|wants|wanted|would like|hope|hopes|hoping|plan|"
@@ -221,12 +238,25 @@ def same_measure(a: str, b: str) -> bool:
     return bool(union) and len(left & right) / len(union) >= NUMBER_TOPIC_JACCARD
 
 
+def ceased(new: str, old: str) -> bool:
+    """Whether ``new`` says the user gave up what ``old`` says they do (module docstring)."""
+    match = _CEASED.search(_normalise(new))
+    if match is None or _CEASED.search(_normalise(old)):
+        return False
+    what = match.group("what") if match.group("what") is not None else match.group("zh")
+    what = _CLAUSE_END.split(what, maxsplit=1)[0].replace("了", "")
+    stopped = _topic_tokens(what, set())  # "quit smoking last year": smoking
+    return bool(stopped) and stopped <= content_tokens(old)
+
+
 def contradicts(
     new: str, old: str, vector_new: np.ndarray | None = None, vector_old: np.ndarray | None = None
 ) -> str | None:
     """The kind of value on which ``new`` contradicts ``old`` on the same topic, or ``None``."""
     if bool(_GOAL.search(new)) != bool(_GOAL.search(old)):
         return None
+    if ceased(new, old):
+        return "ceased"
     new_values, old_values = values(new), values(old)
     announced = bool(_UPDATE.search(new))
     clashes = [

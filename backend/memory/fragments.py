@@ -16,7 +16,8 @@ wrong about whoever it guesses "she" is (issue: memories about the right one).
   common verb or irregular past form, or a word ending in "-ed", or in "-s" after the
   first word, that is not a possessive) and nothing specific (no number, no name), so
   nothing is said about anything: "The user's happy place.", "Tudou's wheel.". A short
-  fact with a value stays: "The user's birthday: 12 March.".
+  fact with a value and whose it is stays: "The user's birthday: 12 March."; a value of
+  no one's does not: "25 km on the trainer.".
 
 Chinese candidates are checked for the pronoun only. Pure; no I/O.
 """
@@ -88,8 +89,10 @@ def fragment_reason(content: str) -> str | None:
         return "a pronoun that names no one (who is meant is lost with the message)"
     if _CJK.search(text):
         return None
-    if len(words) > PHRASE_WORDS or _DIGIT.search(text) or proper_names(text):
+    if len(words) > PHRASE_WORDS or proper_names(text):
         return None
+    if _DIGIT.search(text) and (names_someone or any(w.endswith("'s") for w in words)):
+        return None  # "The user's birthday: 12 March.": a value, and whose it is
     if not _has_verb(words):
         return "no statement: nothing is said of it"
     return None

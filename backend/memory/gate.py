@@ -265,10 +265,11 @@ def decide(
     )
     if updated is not None:
         old, kind = updated
+        how = "given up" if kind == "ceased" else f"same topic, another {kind.split(':')[0]}"
         return GateDecision(
             "supersede",
             old.id,
-            reason=f"updates {old.id} (same topic, another {kind.split(':')[0]})",
+            reason=f"updates {old.id} ({how})",
             similarity=cosine(vector, old.embedding),
         )
 

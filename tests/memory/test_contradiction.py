@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.memory.contradiction import contradicts, values
+from backend.memory.contradiction import ceased, contradicts, values
 
 
 @pytest.mark.parametrize(
@@ -108,3 +108,25 @@ def test_a_change_that_names_the_old_date_too_still_updates() -> None:
     assert contradicts(new, "The user's B2 exam is on March 3.") == "month"
     same = contradicts("The user's exam in March went well.", "The user's exam is in March.")
     assert same is None
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "expected"),
+    [
+        ("The user stopped the 16:8 fasting.", "The user is intermittent fasting.", True),
+        ("The user quit smoking last year.", "The user smokes a pack a day.", True),
+        ("The user no longer plays the piano because of her wrist.",
+         "The user plays the piano every Sunday.", True),
+        ("用户不再喝奶茶了。", "用户每天喝奶茶。", True),
+        # what was stopped is more than the old fact says
+        ("The user stopped running on consecutive days.", "The user runs 3 km along the river.",
+         False),
+        ("The user quit his job at Google.", "The user loves his job.", False),
+        # the old fact is itself a giving-up
+        ("The user stopped the 16:8 fasting.", "The user stopped the 16:8 fasting.", False),
+        ("The user got dizzy in the pool twice.", "The user is intermittent fasting.", False),
+    ],
+)  # fmt: skip
+def test_a_habit_given_up(new: str, old: str, expected: bool) -> None:
+    assert ceased(new, old) is expected
+    assert (contradicts(new, old) == "ceased") is expected

@@ -19,6 +19,7 @@ from .screened import rejection
         "她每年秋天都包饺子。",
         "The user's happy place.",
         "Tudou's wheel.",
+        "25 km on the trainer.",  # a value, but of what and whose? (the fitness coach's)
     ],
 )
 def test_fragments(text: str) -> None:

@@ -186,6 +186,18 @@ def test_the_same_topic_with_another_value_supersedes_without_being_told() -> No
     )
 
 
+def test_a_habit_given_up_supersedes_the_habit() -> None:
+    # The fitness coach's: "Also I stopped the 16:8 fasting." left "The user is
+    # intermittent fasting." current beside it.
+    fasting = memory("m1", "The user is intermittent fasting.")
+    decision = decide(candidate("The user stopped the 16:8 fasting."), None, neighbours=[fasting])
+    assert (decision.action, decision.target_id) == ("supersede", "m1")
+    assert "given up" in decision.reason
+    running = memory("m2", "The user runs 3 km along the river.")
+    stopped = candidate("The user stopped running on consecutive days.")
+    assert decide(stopped, None, neighbours=[running]).action == "write"
+
+
 def test_other_units_or_other_topics_do_not_supersede() -> None:
     hamster = memory("m1", "The user's hamster Tudou is 2 years old.")
     assert decide(candidate("The user runs 3 km at night."), None, neighbours=[hamster]).action == (
