@@ -52,7 +52,7 @@ from backend.memory.grounding import (
     is_content_free,
     specifics,
 )
-from backend.memory.subjects import about, named_mention, refile, resolve_opening
+from backend.memory.subjects import about, named_mention, refile, reowned, resolve_opening
 from backend.memory.types import Candidate, Emotion, clamp01
 from backend.memory.whose_fact import someone_else
 from backend.memory.wording import third_person
@@ -222,6 +222,10 @@ def screen_one(
             if refiled is None:
                 return Screened(candidate, f"about someone else: the user said it of {other!r}")
             content = refiled.content
+        # "her fiancé's grandma…" written "The user's fiancé's grandma…": the sister's.
+        owned = reowned(content, evidence.user, evidence.context)
+        if owned is not None:
+            content = owned.content
     category = infer_category(content, candidate.category)
     return Screened(
         replace(

@@ -30,6 +30,10 @@ the right one:
   span's subject is "my sister" or "he") is filed under that one instead: "The user is
   expecting her first baby in March." → "The user's sister Anjali is expecting her first
   baby in March.";
+- **someone else's relation, filed as the user's** (``reowned``): "her fiancé's grandma
+  needs hip surgery" (the sister's fiancé) written "The user's fiancé's grandma…" takes
+  the one person of the possessive's gender the message speaks of, when the user's words
+  never say "my fiancé": "The user's sister's fiancé's grandma needs hip surgery…";
 - **who it is about** (``about``): the people and pets the final sentence names, with
   their relation: those its own words introduce (``entities.mentions``) and those the user
   named with a relation in the turn ("Xiaoyu moved the wedding" when the user said "my
@@ -471,6 +475,48 @@ def refile(
         return None
     new = _phrase(found, match.group("rest")) + match.group("rest")
     return Resolved(new, f"the user said it of {found.name or found.said}")
+
+
+_USERS_RELATION = re.compile(r"^\s*The user's (?P<rel>[^\W\d_]+)(?P<rest>(?:'s)?\b.*)$", re.DOTALL)
+_POSSESSIVES = {"her": "f", "his": "m", "their": None}
+
+
+def reowned(content: str, texts: Sequence[str], context: Sequence[str] = ()) -> Resolved | None:
+    """A fact that opens with "The user's RELATION" where the user said "her/his/their
+    RELATION" and never "my RELATION", with the relation given to its owner: the one
+    person of the possessive's gender the message speaks of, besides the ones the fact
+    itself names (module docstring). None when that is not so."""
+    match = _USERS_RELATION.match(content.replace("’", "'"))
+    if match is None:
+        return None
+    said = match.group("rel").lower()
+    if said not in CANONICAL or CANONICAL[said] in PETS:
+        return None
+    every = [t.replace("’", "'") for t in (*texts, *context)]
+    mine = re.compile(rf"{_MY}{_WORDS}{re.escape(said)}{_TAIL}")
+    if any(mine.search(text) for text in every):
+        return None
+    owned = re.compile(
+        rf"(?<![\w'])(?P<pos>[Hh]er|[Hh]is|[Tt]heir)\s{_WORDS}{re.escape(said)}{_TAIL}"
+    )
+    hits = ((t, owned.search(t)) for t in reversed(every[: len(texts)]))
+    source, hit = next(((t, h) for t, h in hits if h is not None), ("", None))
+    if hit is None:
+        return None
+    gender = _POSSESSIVES[hit.group("pos").lower()]
+    found = _present(source)
+    if not found:
+        return None
+    words = [*_WORD.findall(content.lower()), said]
+    in_fact = {CANONICAL[w] for w in words if w in CANONICAL}  # the fiancé, his grandma
+    owner = _one_of([m for m in found if m.relation not in in_fact], gender)
+    if owner is None:
+        return None
+    head = _phrase(owner, match.group("rest"))
+    return Resolved(
+        f"{head}'s {said}{match.group('rest')}",
+        f"the user said it of {owner.name or owner.said}'s {said}",
+    )
 
 
 def about(

@@ -14,6 +14,7 @@ from backend.memory.subjects import (
     named_in,
     named_mention,
     refile,
+    reowned,
     resolve_opening,
     still_about,
     things_in,
@@ -282,3 +283,59 @@ def test_an_edit_keeps_only_whom_the_new_words_still_say() -> None:
     assert still_about(recorded, "Tudou sleeps all day") == (About("Tudou", "hamster"),)
     assert still_about(recorded, "The user's Physio says rest") == (About(None, "physio"),)
     assert still_about(recorded, "The user likes tea") == ()
+
+
+_WEDDING = (
+    "also my sister moved the wedding to December. her fiancé's grandma needs hip surgery "
+    "in October so they pushed it back"
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "said", "expected"),
+    [
+        # The late-night diary's: the sister's fiancé, not the user's
+        ("The user's fiancé's grandma needs hip surgery in October.", [_WEDDING],
+         "The user's sister's fiancé's grandma needs hip surgery in October."),
+        ("The user's mum loves gardening.", ["my friend Ada says her mum loves gardening"],
+         "The user's friend Ada's mum loves gardening."),
+    ],
+)  # fmt: skip
+def test_someone_elses_relation_filed_as_the_users_goes_to_its_owner(
+    content: str, said: list[str], expected: str
+) -> None:
+    resolved = reowned(content, said)
+    assert resolved is not None
+    assert resolved.content == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "said", "context"),
+    [
+        # the user has a fiancé of their own
+        ("The user's fiancé's grandma needs hip surgery.", [_WEDDING], ["my fiancé is lovely"]),
+        # said of no one in sight, or of the user's own relation
+        ("The user's mum loves gardening.", ["her mum loves gardening"], []),
+        ("The user's sister moved the wedding to December.", [_WEDDING], []),
+        # two people of the possessive's gender
+        ("The user's boss is strict.", ["my sister and my mum say her boss is strict"], []),
+    ],
+)  # fmt: skip
+def test_a_relation_is_not_moved_without_one_owner(
+    content: str, said: list[str], context: list[str]
+) -> None:
+    assert reowned(content, said, context) is None
+
+
+def test_the_gate_files_the_relation_under_its_owner() -> None:
+    candidate = Candidate(
+        content="The user's fiancé's grandma needs hip surgery in October.",
+        importance=0.7,
+        confidence=0.9,
+        category="relationship",
+    )
+    screened = screen_one(candidate, Evidence(user=[_WEDDING], persona=[]))
+    assert screened.rejected is None
+    assert screened.candidate.content == (
+        "The user's sister's fiancé's grandma needs hip surgery in October."
+    )
