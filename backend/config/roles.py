@@ -121,8 +121,15 @@ class EmbeddedChat(_Embedded):
 HippocampusMode = Literal["auto", "full", "compact"]
 
 
+# The compact contract's grammar lets a fact open only with "The user" or a name of the
+# user's words (backend.hippocampus.compact.fact_openers). Off by default: measured on
+# the 0.5B, it cost probe recall (docs/benchmarks.md, "Subjects in the grammar").
+CompactSubjects = StrictBool
+
+
 class EmbeddedHippocampus(EmbeddedChat):
     mode: HippocampusMode = "auto"
+    compact_subjects: CompactSubjects = False
     # Pause while an embedded chat model generates, so a reply never shares the CPU
     # with a hippocampus run (backend.llm.reply_first); "auto": on a machine with fewer
     # than 8 cores, where the two cannot each have the 4 threads they use.
@@ -188,6 +195,7 @@ class OpenAIChat(_RemoteText):
 
 class OpenAIHippocampus(_RemoteText):
     mode: HippocampusMode = "auto"
+    compact_subjects: CompactSubjects = False
     temperature: float | None = Field(0.2, ge=0, le=2)
     timeout: float = Field(120.0, gt=0, le=3600)
     # How the JSON output is requested: response_format json_schema, json_object, or not.

@@ -38,6 +38,7 @@ from backend.hippocampus.compact import (
     new_messages,
     parse_compact,
     roll_background,
+    run_openers,
 )
 from backend.llm.port import Completion, LLMError, LLMStreamInterrupted
 from backend.longterm.memory import LongTermMemory, WriteOutcome
@@ -75,7 +76,8 @@ async def _ask(
 ) -> HippocampusResult:
     """One hippocampus call in the configured contract, parsed."""
     if engine.settings.hippocampus_mode == "compact":
-        schema = compact_schema(len(new_messages(state, text)))
+        openers = run_openers(state, text) if engine.settings.compact_subjects else None
+        schema = compact_schema(len(new_messages(state, text)), openers)
         completion = await asyncio.wait_for(
             engine.hippocampus.complete(build_compact_messages(state, text), json_schema=schema),
             timeout=engine.settings.hippocampus_timeout_s,

@@ -372,6 +372,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
         hippocampus_timeout_s=settings.hippocampus.timeout,
         hippocampus_mode=hippocampus_mode(settings),
         hippocampus_auto=settings.hippocampus.mode == "auto",
+        compact_subjects=settings.hippocampus.compact_subjects,
         use_tools=isinstance(chat, OpenAIChat) and chat.tools,
         reply_guard=chat.reply_guard,
         # Known to the turn, so that a retry of the reply guard can sample a little warmer.

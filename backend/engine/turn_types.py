@@ -37,6 +37,9 @@ class TurnSettings:
     # The mode is config's "auto": the memory worker may turn a full contract that keeps
     # failing validation into the compact one (backend.engine.memory_health).
     hippocampus_auto: bool = False
+    # The compact grammar constrains each fact's subject (config:
+    # hippocampus.compact_subjects; backend.hippocampus.compact.fact_openers).
+    compact_subjects: bool = False
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
 

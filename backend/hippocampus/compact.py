@@ -13,8 +13,14 @@ rest to code:
   the closed vocabulary. Category and importance are not asked for: every token costs
   time on a CPU, and a small model's labels were noise (everything ``personal_fact`` at
   0.4-1.0); code infers them (``memory.screening``). The output is grammar-constrained
-  (:data:`COMPACT_SCHEMA`); the prompt's stable part (rules and worked examples)
-  comes first, so llama.cpp reuses its KV cache run after run;
+  (:func:`compact_schema`), and with ``hippocampus.compact_subjects`` so is **each
+  fact's subject**: a fact opens with "The user" (用户) or with a person, pet, place or
+  organisation the user's words name (:func:`fact_openers`: "The user's sister Anjali",
+  "Anjali", "Xiamen", "The university"), never with "he" or "she", at no cost in output
+  tokens (off by default: on the 0.5B it pushed other people's facts onto "The user",
+  docs/benchmarks.md, "Subjects in the grammar"); the prompt's stable
+  part (rules and worked examples) comes first, so llama.cpp reuses its KV cache run
+  after run;
 - **code** keeps the short-term history verbatim (the token budget trims the oldest
   items, as in the failure fallback) and rolls the background forward from the facts
   that pass the save gate's screening (newest last, oldest dropped beyond
@@ -29,7 +35,8 @@ Pure: builds messages, parses answers; no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from backend.hippocampus.budget import catch_up_batch, truncate_middle
@@ -40,6 +47,7 @@ from backend.hippocampus.state import HippocampusResult, SessionMemoryState
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
 from backend.memory.keywords import extract_keywords
 from backend.memory.screening import importance_prior, infer_category
+from backend.memory.subjects import CONTEXT_TURNS, named_in, names_said, things_in
 from backend.memory.types import Candidate, Emotion
 
 MAX_FACTS = 2
@@ -50,16 +58,63 @@ COMPACT_CONFIDENCE = 0.9
 NO_FEELING = "neutral"
 
 
-def compact_schema(messages: int = 1) -> dict[str, Any]:
+# How a fact may open besides a name of the user's words: the user themself.
+USER_OPENERS = ("The user", "用户")
+# Names the grammar can carry as they are (no quote, backslash or regex syntax).
+_SAFE_NAME = re.compile(r"^[^\W\d_][\w' \-\u00c0-\u024f]{0,40}$")
+
+
+def fact_openers(texts: Iterable[str]) -> tuple[str, ...]:
+    """What a compact fact may open with: :data:`USER_OPENERS`, then the people, pets,
+    places and organisations ``texts`` (the user's words) name, as the fact would say
+    them ("The user's sister Anjali", "Anjali", "The user's physio", "The university",
+    "Xiamen"), and any other capitalised name they say ("Tom"). Longest first, so the
+    grammar's alternatives read the fullest."""
+    found: list[str] = []
+    for text in texts:
+        for mention in named_in(text):
+            if mention.name and mention.said.isascii():
+                found += [f"The user's {mention.said} {mention.name}", mention.name]
+            elif mention.said.isascii():
+                found.append(f"The user's {mention.said}")
+            else:  # 我的仓鼠叫土豆: 用户 opens it, or the name alone
+                found.append(mention.name or "")
+        found += [thing.name for thing in things_in(text) if thing.name]
+        found += names_said(text)
+    out: list[str] = []
+    for name in found:
+        if name and _SAFE_NAME.match(name) and name not in out and name not in USER_OPENERS:
+            out.append(name)
+    return (*USER_OPENERS, *sorted(out, key=len, reverse=True))
+
+
+def _opening_pattern(openers: Sequence[str]) -> str:
+    """A JSON-schema ``pattern`` for a fact that opens with one of ``openers``: a Latin
+    opener ends at a space, an apostrophe, a comma or a full stop ("The user's…"), a CJK
+    one anywhere ("用户的…"); the rest holds no quote, backslash or control character,
+    so the string stays valid JSON under any grammar engine."""
+    latin = [o for o in openers if o.isascii()]  # letters, spaces, ' and - (_SAFE_NAME)
+    cjk = [o for o in openers if not o.isascii()]
+    heads = [f"({'|'.join(latin)})[ ',.]"] if latin else []
+    if cjk:
+        heads.append(f"({'|'.join(cjk)})")
+    return "^(" + "|".join(heads) + ")" + r'[^"\\\x00-\x1F]*$'
+
+
+def compact_schema(messages: int = 1, openers: Sequence[str] | None = None) -> dict[str, Any]:
     """The answer's JSON schema: :data:`MAX_FACTS` facts per message read (a catch-up
-    run reads several), at most ``3 * MAX_FACTS``."""
+    run reads several), at most ``3 * MAX_FACTS``; ``openers``: what a fact may open
+    with (:func:`fact_openers`), or None for any sentence."""
+    item: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS}
+    if openers:
+        item["pattern"] = _opening_pattern(openers)
     return {
         "type": "object",
         "properties": {
             "facts": {
                 "type": "array",
                 "maxItems": min(3, max(1, messages)) * MAX_FACTS,
-                "items": {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS},
+                "items": item,
             },
             "emotion": {"type": "string", "enum": [*EMOTION_LABELS, NO_FEELING]},
         },
@@ -78,8 +133,9 @@ long-term memory. You never talk to the user. Answer with one JSON object only.
 Read the NEW MESSAGE. List each lasting fact about the user's life in it: people and \
 pets and their names, family, where the user lives, job, health (allergies, injuries, \
 conditions), plans and dates, goals, habits, likes and dislikes, numbers they give. \
-Write each fact as one short sentence starting with "The user", and keep the user's own \
-names, numbers and key words.
+Write each fact as one short sentence starting with "The user" (or with the name of \
+the person, pet or place it is about), and keep the user's own names, numbers and key \
+words.
 
 Do not list greetings, thanks, small talk, questions, or how the user feels right now. \
 Most messages hold no lasting fact: then "facts" is [].
@@ -122,6 +178,13 @@ def new_messages(state: SessionMemoryState, user_message: str) -> tuple[str, ...
     read, oldest first), then the new message."""
     older = tuple(item.text for item in catch_up_batch(state.missed) if item.role == "user")
     return (*older, user_message)
+
+
+def run_openers(state: SessionMemoryState, user_message: str) -> tuple[str, ...]:
+    """:func:`fact_openers` of what this run may name: the new messages and the user's
+    last few verbatim turns (whom a "he" of the new message may mean)."""
+    earlier = [i.text for i in state.short_term if i.role == "user" and not i.compressed]
+    return fact_openers([*earlier[-CONTEXT_TURNS:], *new_messages(state, user_message)])
 
 
 def build_compact_messages(state: SessionMemoryState, user_message: str) -> list[dict[str, str]]:

@@ -216,6 +216,18 @@ def named_in(text: str) -> list[Mention]:
     return out
 
 
+def names_said(text: str) -> list[str]:
+    """The capitalised names ``text`` says after a sentence's first word ("Tom", "Chen
+    Jing"), months, weekdays, pronouns and fillers aside, each once, in order."""
+    folded = proper_names(text)
+    out: list[str] = []
+    for match in re.finditer(_NAME, text):
+        name = _name(match.group("name"))
+        if name and name not in out and all(fold(w.casefold()) in folded for w in name.split()):
+            out.append(name)
+    return out
+
+
 def _own_names(text: str) -> set[str]:
     """The user's own names in ``text`` ("I'm Priya", "my name is Zhao Lei", "call me Ray")."""
     found = _SELF_NAME.finditer(text.replace("’", "'"))

@@ -83,12 +83,26 @@ async def test_compact_mode_extracts_facts_and_code_keeps_the_rest(compact: Rig)
     ]
     request = compact.hippocampus.calls[-1]
     assert request.json_schema is not None and "facts" in request.json_schema["properties"]
+    assert "pattern" not in request.json_schema["properties"]["facts"]["items"]  # default
     state = compact.sessions.load_state(turn.session.id)
     assert state.background == "The user's hamster Tudou is two years old."
     assert [i["text"] for i in state.short_term] == [
         "my hamster Tudou is two years old today",
         "What a good boy.",
     ]
+
+
+async def test_compact_subjects_constrain_how_a_fact_opens(compact: Rig) -> None:
+    settings = dataclasses.replace(compact.engine.settings, compact_subjects=True)
+    compact.engine.settings = settings
+    compact.hippocampus.enqueue([compact_answer("The user's hamster Tudou is two years old.")])
+    compact.chat.enqueue(["What a good boy."])
+    await compact.engine.run(TurnRequest(user_id="u1", text="my hamster Tudou is two years old"))
+    schema = compact.hippocampus.calls[-1].json_schema
+    assert schema is not None
+    # Each fact opens with the user or a name of the user's words: grammar-constrained.
+    pattern = schema["properties"]["facts"]["items"]["pattern"]
+    assert "The user's hamster Tudou" in pattern and "|Tudou)" in pattern
 
 
 async def test_a_failed_run_leaves_its_facts_to_the_next_one(compact: Rig) -> None:

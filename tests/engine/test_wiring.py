@@ -59,6 +59,14 @@ def test_the_hippocampus_timeout_is_the_settings(tmp_path: Path) -> None:
     assert turn_settings(custom).hippocampus_timeout_s == 90.0
 
 
+def test_compact_subjects_is_the_settings(tmp_path: Path) -> None:
+    assert not turn_settings(app_settings(tmp_path)).compact_subjects  # off by default
+    on = app_settings(tmp_path, hippocampus={"compact_subjects": True})
+    assert turn_settings(on).compact_subjects
+    remote = fake_settings(tmp_path, hippocampus={"compact_subjects": True})
+    assert turn_settings(remote).compact_subjects
+
+
 def test_a_shared_session_database_wraps_a_replaced_store(
     tmp_path: Path, postgres_url: str
 ) -> None:

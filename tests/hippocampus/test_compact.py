@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,8 +14,10 @@ from backend.hippocampus.compact import (
     MAX_FACTS,
     build_compact_messages,
     compact_schema,
+    fact_openers,
     parse_compact,
     roll_background,
+    run_openers,
 )
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
 
@@ -88,6 +91,54 @@ def test_schema_bounds_the_answer() -> None:
     # A catch-up run reads several messages: room for their facts, still bounded.
     assert compact_schema(2)["properties"]["facts"]["maxItems"] == 2 * MAX_FACTS
     assert compact_schema(50)["properties"]["facts"]["maxItems"] == 3 * MAX_FACTS
+
+
+def test_a_fact_opens_with_the_user_or_a_name_of_the_users_words() -> None:
+    said = [
+        "my sister Anjali is expecting her first baby in March, and Pixel, our pug, snores",
+        "Also the university email me. They need 6.5",
+        "I like Xiamen beach, I grow up there. He is very beautiful in summer",
+        "我的仓鼠叫土豆",
+        "I met Tom at the gym",
+    ]
+    openers = fact_openers(said)
+    assert openers[:2] == ("The user", "用户")
+    assert set(openers) == {
+        "The user", "用户", "The user's sister Anjali", "Anjali", "The user's pug Pixel",
+        "Pixel", "The university", "Xiamen", "土豆", "Tom", "The gym",
+    }  # fmt: skip
+    pattern = re.compile(compact_schema(1, openers)["properties"]["facts"]["items"]["pattern"])
+    for fact in (
+        "The user's sister Anjali is expecting her first baby in March.",
+        "Pixel snores.",
+        "The university needs 6.5 overall.",
+        "Xiamen is very beautiful in summer.",
+        "用户的仓鼠叫土豆。",
+        "Tom works at the gym.",
+    ):
+        assert pattern.match(fact), fact
+    for fact in (
+        "He is very beautiful in summer.",  # a pronoun names no one once the message is gone
+        "They need 6.5 overall.",
+        "March is when the baby is due.",  # a month is no one
+        'The user said "hi".',  # a quote would break the JSON under a grammar
+    ):
+        assert not pattern.match(fact), fact
+    # Without openers, any sentence (the scripted and remote runs that pass none).
+    assert "pattern" not in COMPACT_SCHEMA["properties"]["facts"]["items"]
+
+
+def test_a_run_may_name_whom_the_recent_turns_named() -> None:
+    openers = run_openers(STATE, "he is so excited about it")
+    assert "The user's sister" in openers  # "my sister is getting married", a turn before
+
+
+def test_the_opening_grammar_compiles_for_llama_cpp() -> None:
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    schema = compact_schema(1, fact_openers(["my sister Anjali lives in Leeds", "我的仓鼠叫土豆"]))
+    compiled = grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    item = next(r for r in compiled._grammar.splitlines() if r.startswith("facts-item"))
+    assert all(part in item for part in ('"Anjal"', '"Leed"', '"用" "户"', '"土" "豆"'))
 
 
 def test_background_rolls_forward_once_per_fact_and_stays_bounded() -> None:

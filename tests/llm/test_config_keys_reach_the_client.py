@@ -58,6 +58,7 @@ CHANGED: dict[str, dict[str, Any]] = {
         **REMOTE,
         "mode": "full",  # auto is compact for a server on loopback
         "json_mode": "object",
+        "compact_subjects": True,  # the turn's settings; the grammar's pattern (engine tests)
     },
 }
 EMBEDDING_CHANGED: dict[str, Any] = {
