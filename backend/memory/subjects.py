@@ -100,7 +100,7 @@ _CJK_USER = re.compile(
 _ORGANISATIONS = (
     "university", "uni", "college", "school", "company", "employer", "office", "firm",
     "team", "club", "gym", "hospital", "clinic", "bank", "council", "embassy", "airline",
-    "agency", "church", "band", "lab", "department", "startup", "landlord agency",
+    "agency", "church", "band", "lab", "department", "startup",
 )  # fmt: skip
 _ORGANISATION = re.compile(
     r"(?<![\w'])(?P<det>[Tt]he|[Mm]y|[Oo]ur)\s(?:[a-z][\w-]*\s)?"
@@ -111,8 +111,8 @@ _PLACE_WORDS = (
     "street", "river", "mountain", "mountains", "district",
 )  # fmt: skip
 _PLACES = (
-    # "in Dublin", "from Xiamen", "moved to New York"
-    re.compile(r"\b(?:in|from|to|near|around|visit|visited|visiting)\s" + _NAME),
+    # "in Dublin", "from Xiamen" (not "to": "I talked to Tom" is a person)
+    re.compile(r"\b(?:in|from|near)\s" + _NAME),
     # "Xiamen beach", "Hyde Park" is a name already; "Leeds city centre"
     re.compile(_NAME + r"\s(?:" + "|".join(_PLACE_WORDS) + r")\b"),
 )
