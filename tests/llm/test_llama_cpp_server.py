@@ -70,7 +70,10 @@ async def test_a_turn_replies_and_memory_forms_with_no_json_mode_set(
     base_url: str, tmp_path: Path
 ) -> None:
     role = {"provider": "openai", "base_url": base_url, "model": ALIAS}
-    settings = app_settings(tmp_path / "data", chat=role, hippocampus={**role, "temperature": 0.0})
+    # The run's time is not what this checks: a loaded 2-core CI machine once took over
+    # the default 120 s (25 s alone), so the hippocampus gets the embedded role's 300 s.
+    hippocampus = {**role, "temperature": 0.0, "timeout": 300.0}
+    settings = app_settings(tmp_path / "data", chat=role, hippocampus=hippocampus)
     services = build_services(
         settings, command="test", embedder=BagOfWordsEmbedder(), store=InMemoryVectorStore()
     )
