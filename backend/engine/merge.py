@@ -79,7 +79,10 @@ async def _ask(
         openers = run_openers(state, text) if engine.settings.compact_subjects else None
         schema = compact_schema(len(new_messages(state, text)), openers)
         completion = await asyncio.wait_for(
-            engine.hippocampus.complete(build_compact_messages(state, text), json_schema=schema),
+            engine.hippocampus.complete(
+                build_compact_messages(state, text, named_subjects=openers is not None),
+                json_schema=schema,
+            ),
             timeout=engine.settings.hippocampus_timeout_s,
         )
         result = _parsed(parse_compact, completion, state, engine.hippocampus.model)

@@ -133,9 +133,8 @@ long-term memory. You never talk to the user. Answer with one JSON object only.
 Read the NEW MESSAGE. List each lasting fact about the user's life in it: people and \
 pets and their names, family, where the user lives, job, health (allergies, injuries, \
 conditions), plans and dates, goals, habits, likes and dislikes, numbers they give. \
-Write each fact as one short sentence starting with "The user" (or with the name of \
-the person, pet or place it is about), and keep the user's own names, numbers and key \
-words.
+Write each fact as one short sentence starting with "The user", and keep the user's own \
+names, numbers and key words.
 
 Do not list greetings, thanks, small talk, questions, or how the user feels right now. \
 Most messages hold no lasting fact: then "facts" is [].
@@ -187,9 +186,20 @@ def run_openers(state: SessionMemoryState, user_message: str) -> tuple[str, ...]
     return fact_openers([*earlier[-CONTEXT_TURNS:], *new_messages(state, user_message)])
 
 
-def build_compact_messages(state: SessionMemoryState, user_message: str) -> list[dict[str, str]]:
-    """The compact request: rules, the worked examples, then this turn's data."""
-    messages: list[dict[str, str]] = [{"role": "system", "content": COMPACT_SYSTEM}]
+# With ``compact_subjects`` the rules say what the grammar allows (measured together).
+COMPACT_SYSTEM_NAMED = COMPACT_SYSTEM.replace(
+    'starting with "The user",',
+    'starting with "The user" (or with the name of the person, pet or place it is about),',
+)
+
+
+def build_compact_messages(
+    state: SessionMemoryState, user_message: str, *, named_subjects: bool = False
+) -> list[dict[str, str]]:
+    """The compact request: rules, the worked examples, then this turn's data.
+    ``named_subjects``: the rules for ``hippocampus.compact_subjects``."""
+    system = COMPACT_SYSTEM_NAMED if named_subjects else COMPACT_SYSTEM
+    messages: list[dict[str, str]] = [{"role": "system", "content": system}]
     for prompt, answer in _EXAMPLES:
         messages.append({"role": "user", "content": prompt})
         messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})

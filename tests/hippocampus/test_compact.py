@@ -126,6 +126,9 @@ def test_a_fact_opens_with_the_user_or_a_name_of_the_users_words() -> None:
         assert not pattern.match(fact), fact
     # Without openers, any sentence (the scripted and remote runs that pass none).
     assert "pattern" not in COMPACT_SCHEMA["properties"]["facts"]["items"]
+    # The rules say so only when the grammar does (the default prompt is as measured).
+    named = build_compact_messages(STATE, "hi", named_subjects=True)[0]["content"]
+    assert "the name of the person" in named and "the name of the person" not in COMPACT_SYSTEM
 
 
 def test_a_run_may_name_whom_the_recent_turns_named() -> None:
