@@ -28,10 +28,10 @@ against "weighs 72 kg". Not "runs 3 km" against "has run for 2 years" (other uni
 **A habit given up** (:func:`ceased`) is an update with no value: the new fact says the
 user stopped, quit, gave up or no longer does something (停了, 戒了, 不再), and every
 content word of what was stopped (up to the clause's end; numbers, units and time
-words aside) is in the older
-fact, which says no such thing itself: "stopped the 16:8 fasting" updates "is
-intermittent fasting", "quit smoking" updates "smokes a pack a day"; "stopped running on
-consecutive days" does not update "runs 3 km along the river" (consecutive, days).
+words aside) is in the older fact, which says no such thing itself: "stopped the 16:8
+fasting" updates "is intermittent fasting", "quit smoking" updates "smokes a pack a
+day"; "stopped running on consecutive days" does not update "runs 3 km along the
+river" (consecutive, days).
 
 Pure: no I/O, never raises.
 """

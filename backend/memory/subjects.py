@@ -126,7 +126,7 @@ _HOMETOWNS = (
 )
 _THERE = re.compile(r"\b(?:grew|grow|growing) up there\b|\bborn there\b")
 # Before these a "he"/"she" with no one in sight is a learner's pronoun for a place.
-_DESCRIBES = re.compile(r"^\s*(?:is|was|'s)\b")
+_DESCRIBES = re.compile(r"^\s*(?:is|was)\b")
 
 # The user's earlier turns a pronoun may reach back to (the newest first).
 CONTEXT_TURNS = 3
@@ -504,14 +504,14 @@ def reowned(content: str, texts: Sequence[str], context: Sequence[str] = ()) -> 
     said = match.group("rel").lower()
     if said not in CANONICAL or CANONICAL[said] in PETS:
         return None
-    every = [t.replace("’", "'") for t in (*texts, *context)]
+    said_now = [t.replace("’", "'") for t in texts]
     mine = re.compile(rf"{_MY}{_WORDS}{re.escape(said)}{_TAIL}")
-    if any(mine.search(text) for text in every):
+    if any(mine.search(text) for text in [*said_now, *(t.replace("’", "'") for t in context)]):
         return None
     owned = re.compile(
         rf"(?<![\w'])(?P<pos>[Hh]er|[Hh]is|[Tt]heir)\s{_WORDS}{re.escape(said)}{_TAIL}"
     )
-    hits = ((t, owned.search(t)) for t in reversed(every[: len(texts)]))
+    hits = ((t, owned.search(t)) for t in reversed(said_now))
     source, hit = next(((t, h) for t, h in hits if h is not None), ("", None))
     if hit is None:
         return None
