@@ -11,8 +11,10 @@ quality"); this guard stops the rest:
   could still become a refusal, an echo of the message (or the user's own first-person
   words said as the companion's), a repeat of an earlier reply's opening, a help-desk
   line, next to a health note a go-ahead or, to a question that a recalled note answers
-  (``answer_notes``: the notes the message is about), "I don't have that information"
-  (the retry's hint then says the notes), nothing is shown; as soon as it cannot
+  (``answer_notes``: the notes the message is about), "I don't have that information",
+  or, to a question that asks for a name or a number, an answer with another one than
+  the notes' ("His name is Jack." for the hamster Tudou; held to the end of its first
+  sentence), the retry's hint then saying the notes, nothing is shown; as soon as it cannot
   (most replies: after ``MIN_RELEASE`` tokens), it is released and the rest streams
   through. At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
   first-person start or a go-ahead, whose failure shows later in the sentence). A failure
@@ -241,6 +243,29 @@ _DENIES_KNOWING = re.compile(
     r"|\byou (?:didn't|haven't|did not|have not|never) (?:tell|told|mention|say|said)\b"
     r"|我不(?:知道|记得|清楚|确定)|我没有.{0,8}(?:信息|记录)|你(?:没|没有|从没)(?:告诉|说|提)"
 )
+# A question that asks for a name, a place or a number, which a recalled note may hold:
+# "my new coworker doesn't believe I have a hamster. what's his name again?" got "Your new
+# coworker's name is Jack." with "You have a hamster called Tudou." next to it, and "what
+# does the university actually require?" got 7.0 (the user's target) for the note's 6.5
+# (bench.reply_quality's probe sessions, Qwen2.5-Coder-1.5B).
+# A question word opens a clause ("and who's getting married in June?"), not "a cat who
+# thinks she owns the house" or "nobody notices how much I do, you know?".
+_CLAUSE = r"(?:^|[,.!?;:]\s*|\b(?:and|so|wait|but)\s+)"
+_ASKS_NAME = re.compile(
+    _CLAUSE + r"(?:who|whom|whose|where|which)\b|\b(?:name|called|again|remind me)\b"
+    r"|叫什么|谁|哪"
+)
+_ASKS_NUMBER = re.compile(
+    _CLAUSE + r"(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|"
+    r"what day)\b|\b(?:weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
+)
+_ASKED = re.compile(r"[?？]|\bremind me\b")
+_NUMBER = re.compile(
+    r"\b(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|what day|"
+    r"weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
+)
+_NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 # A message that asks what to be careful with: the answer must say the health note.
 _ASKS_CAUTION = re.compile(
     r"\b(?:careful|avoid|safe|watch out|look out|ok to|okay to|alright to|should i|can i|"
@@ -259,6 +284,17 @@ _QUESTION = re.compile(
 def asks_question(user_text: str) -> bool:
     """The message asks something (a recalled note may answer it)."""
     return bool(_QUESTION.search(_normal(user_text)))
+
+
+def named_values(text: str) -> tuple[set[str], set[str]]:
+    """The names (capitalised words that do not open a sentence) and the numbers in
+    ``text``, lowercased: what a note can answer a question with."""
+    names: set[str] = set()
+    for sentence in _split_sentences(text):
+        opening = re.match(r"\W*\w+", sentence)
+        rest = sentence[opening.end() :] if opening else sentence
+        names.update(word.lower() for word in _CAPITALISED.findall(rest))
+    return names, set(_NUMBER.findall(text))
 
 
 # A go-ahead, in an opening next to a health note that it does not mention: "Sure, go
@@ -476,6 +512,25 @@ class ReplyGuard:
         # says it does not know is asked again with them.
         asks = asks_question(user_text)
         self._answers = [" ".join(n.split()) for n in answer_notes if n.strip()] if asks else []
+        # ... and one that answers with another name or number than the note's, where the
+        # question asks for one (``_misremembers``): the notes' values the message lacks.
+        self._recall: dict[int, set[str]] = {}
+        self._known: set[str] = set()
+        if self._answers:
+            asked_names, asked_numbers = named_values(user_text)
+            asked_names |= {w.lower() for w in re.findall(r"[A-Za-z]+", user_text)}
+            note_names, note_numbers = named_values(" ".join(self._answers))
+            flat_message = _normal(user_text)
+            asked = bool(_ASKED.search(flat_message))
+            if asked and _ASKS_NAME.search(flat_message) and note_names - asked_names:
+                self._recall[0] = note_names - asked_names
+            if asked and _ASKS_NUMBER.search(flat_message) and note_numbers - asked_numbers:
+                self._recall[1] = note_numbers - asked_numbers
+            self._known = (
+                asked_names
+                | asked_numbers
+                | {w.lower() for note in self._answers for w in re.findall(r"\w+", note)}
+            )
         message = words(user_text)
         # The note's own words, less the ones the user's message has: "peanut curry"
         # names the peanuts; only "allergic" says the reply kept the allergy in mind.
@@ -557,6 +612,8 @@ class ReplyGuard:
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
+        if self._recall and self._misremembers(said if final else said[:-1]):
+            return self._reject("forgot", text)
         refusal = _REFUSAL.search(flat)
         if refusal is not None:
             # "I can't help" may go on "but smile": held until the next word says.
@@ -595,7 +652,8 @@ class ReplyGuard:
         # So may a first sentence in the user's first person ("I'm allergic…"), once whole.
         speaker = bool(tokens) and tokens[0] == "1" and len(self._said) >= MIN_COMPARED
         # So may a poem's first line go on past the usual hold (verse mode: to its end).
-        longer = _APOLOGY.search(flat) or speaker or self._verse_mode
+        # So may the answer to a question a note answers, once its first sentence is whole.
+        longer = _APOLOGY.search(flat) or speaker or self._verse_mode or bool(self._recall)
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
         if final or _span(tokens) >= limit:
             return True
@@ -608,6 +666,7 @@ class ReplyGuard:
             or (self._verse_mode and len(said) == 1)
             or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
+            or (bool(self._recall) and len(said) == 1)
             or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
@@ -635,6 +694,15 @@ class ReplyGuard:
         if self._opening or final or len(said) > 1 or len(tokens) >= HOLD_TOKENS:
             return True
         return not tokens or tokens[0] not in _GO_AHEAD_FIRST
+
+    def _misremembers(self, sentences: Sequence[str]) -> bool:
+        """The answer names a value of the kind asked (a name, a number) that neither the
+        message nor the notes that answer it say, and none of the notes' own."""
+        for kind, wanted in self._recall.items():
+            said = named_values("".join(sentences))[kind]
+            if said - self._known and not said & wanted:
+                return True
+        return False
 
     def _bare(self, tokens: Sequence[str]) -> bool:
         """Every token so far greets (or names the user, or in Chinese says back a few of

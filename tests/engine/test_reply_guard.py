@@ -412,6 +412,64 @@ def test_not_knowing_is_fine_when_no_note_answers_a_question(
     assert rejected is None and shown == reply
 
 
+HAMSTER = "The user has a hamster called Tudou."
+UNIVERSITY = "The university needs 6.5 overall and no band below 6.0."
+HAMSTER_Q = "my new coworker doesn't believe I have a hamster. what's his name again?"
+
+
+@pytest.mark.parametrize(
+    ("message", "note", "reply"),
+    [
+        # Seen with Qwen2.5-Coder-1.5B in bench.reply_quality's probe sessions, the note
+        # the first line of the block next to the question.
+        (HAMSTER_Q, HAMSTER, "Your new coworker's name is Jack."),
+        (HAMSTER_Q, HAMSTER, "His name is Xiaohui."),
+        ("what does the university actually require?", UNIVERSITY,
+         "The university requires an overall score of 7.0."),
+        ("when is my sister's wedding again?", WEDDING, "Your sister's wedding is on 15 June!"),
+    ],
+)  # fmt: skip
+def test_an_answer_with_another_name_or_number_than_the_note_is_asked_again_with_it(
+    message: str, note: str, reply: str
+) -> None:
+    shown, rejected = run(ReplyGuard(message, answer_notes=[note]), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "forgot"
+    assert note.split()[-1].rstrip(".") in rejected.hint  # the retry is told the note
+
+
+@pytest.mark.parametrize(
+    ("message", "note", "reply"),
+    [
+        (HAMSTER_Q, HAMSTER, "His name is Tudou! Show him a photo, he'll believe you."),
+        (HAMSTER_Q, HAMSTER, "Haha, tell him all about Tudou!"),
+        ("what does the university actually require?", UNIVERSITY,
+         "They need 6.5 overall, with no band below 6.0. You can do it!"),
+        ("when is my sister's wedding again?", WEDDING, "It's on 20 December, so exciting!"),
+        # The question asks for no name or number: a name the note lacks is no answer.
+        ("what should I cook tonight?", HAMSTER,
+         "How about a Thai green curry? It takes 30 minutes."),
+        # "who" that asks nothing: a relative clause.
+        ("can you write me a short poem about a cat who thinks she owns the house?",
+         "The user's cat is called Pickle.", "Whiskers rules the sofa, queen of every chair."),
+        # Not a question: nothing to answer.
+        ("my coworker doesn't believe I have a hamster", HAMSTER, "Show Jack a photo!"),
+    ],
+)  # fmt: skip
+def test_an_answer_that_says_the_note_or_asks_nothing_of_it_goes_through(
+    message: str, note: str, reply: str
+) -> None:
+    shown, rejected = run(ReplyGuard(message, answer_notes=[note]), reply)
+    assert rejected is None and shown == reply
+
+
+def test_the_answer_is_held_until_its_first_sentence_ends() -> None:
+    guard = ReplyGuard(HAMSTER_Q, answer_notes=[HAMSTER])
+    shown = "".join(
+        out for out in map(guard.feed, pieces("His name is Tu")) if isinstance(out, str)
+    )
+    assert shown == ""  # "His name is" would have been shown after three tokens
+
+
 def test_a_reply_of_nothing_but_sentences_said_before_is_asked_again() -> None:
     earlier = ["Oh, that's great to hear! I'm glad the slides are done."]
     reply = "Oh, that's great to hear!"  # seen as a whole reply, 36 turns into an evening
