@@ -13,8 +13,8 @@ quality"); this guard stops the rest:
   line, next to a health note a go-ahead or, to a question that a recalled note answers
   (``answer_notes``: the notes the message is about), "I don't have that information",
   or, to a question that asks for a name or a number, an answer with another one than
-  the notes' ("His name is Jack." for the hamster Tudou; held to the end of its first
-  sentence), the retry's hint then saying the notes, nothing is shown; as soon as it cannot
+  the notes' ("His name is Jack." for the hamster Tudou; held until it names one), the
+  retry's hint then saying the notes, nothing is shown; as soon as it cannot
   (most replies: after ``MIN_RELEASE`` tokens), it is released and the rest streams
   through. At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
   first-person start or a go-ahead, whose failure shows later in the sentence). A failure
@@ -66,6 +66,7 @@ from typing import Literal
 from backend.engine.flipped_likes import flips, may_flip, stated
 from backend.engine.notes_clause import NotesClauseFilter
 from backend.engine.prompt import said_to_user, second_person
+from backend.memory.keywords import STOP_WORDS_EN
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
@@ -293,7 +294,9 @@ def named_values(text: str) -> tuple[set[str], set[str]]:
     for sentence in _split_sentences(text):
         opening = re.match(r"\W*\w+", sentence)
         rest = sentence[opening.end() :] if opening else sentence
-        names.update(word.lower() for word in _CAPITALISED.findall(rest))
+        names.update(
+            word.lower() for word in _CAPITALISED.findall(rest) if word.lower() not in STOP_WORDS_EN
+        )
     return names, set(_NUMBER.findall(text))
 
 
@@ -612,7 +615,7 @@ class ReplyGuard:
             return self._judge_health(text, flat, said, tokens, final)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
-        if self._recall and self._misremembers(said if final else said[:-1]):
+        if self._recall and self._recalled(text, final) is False:
             return self._reject("forgot", text)
         refusal = _REFUSAL.search(flat)
         if refusal is not None:
@@ -652,7 +655,7 @@ class ReplyGuard:
         # So may a first sentence in the user's first person ("I'm allergic…"), once whole.
         speaker = bool(tokens) and tokens[0] == "1" and len(self._said) >= MIN_COMPARED
         # So may a poem's first line go on past the usual hold (verse mode: to its end).
-        # So may the answer to a question a note answers, once its first sentence is whole.
+        # So may the answer to a question a note answers, until it names a value.
         longer = _APOLOGY.search(flat) or speaker or self._verse_mode or bool(self._recall)
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
         if final or _span(tokens) >= limit:
@@ -666,7 +669,7 @@ class ReplyGuard:
             or (self._verse_mode and len(said) == 1)
             or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
-            or (bool(self._recall) and len(said) == 1)
+            or (bool(self._recall) and self._recalled(text, final) is None)
             or tokens[0] in _RISKY_FIRST
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
@@ -695,14 +698,18 @@ class ReplyGuard:
             return True
         return not tokens or tokens[0] not in _GO_AHEAD_FIRST
 
-    def _misremembers(self, sentences: Sequence[str]) -> bool:
-        """The answer names a value of the kind asked (a name, a number) that neither the
-        message nor the notes that answer it say, and none of the notes' own."""
+    def _recalled(self, text: str, final: bool) -> bool | None:
+        """Whether the answer so far names a value of the kind asked (a name, a number)
+        that the notes answer with (True), only values that neither the notes nor the
+        message say (False), or none yet (None). A word still streaming is not read."""
+        complete = text if final else re.sub(r"[\w.:]+$", "", text)
+        wrong = False
         for kind, wanted in self._recall.items():
-            said = named_values("".join(sentences))[kind]
-            if said - self._known and not said & wanted:
+            said = named_values(complete)[kind]
+            if said & wanted:
                 return True
-        return False
+            wrong = wrong or bool(said - self._known)
+        return False if wrong else None
 
     def _bare(self, tokens: Sequence[str]) -> bool:
         """Every token so far greets (or names the user, or in Chinese says back a few of

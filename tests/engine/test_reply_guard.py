@@ -462,12 +462,19 @@ def test_an_answer_that_says_the_note_or_asks_nothing_of_it_goes_through(
     assert rejected is None and shown == reply
 
 
-def test_the_answer_is_held_until_its_first_sentence_ends() -> None:
+def test_the_answer_is_held_until_it_names_a_value_and_then_streams() -> None:
     guard = ReplyGuard(HAMSTER_Q, answer_notes=[HAMSTER])
-    shown = "".join(
-        out for out in map(guard.feed, pieces("His name is Tu")) if isinstance(out, str)
-    )
-    assert shown == ""  # "His name is" would have been shown after three tokens
+    shown = []
+    reply = "Of course! His name is Tudou, and he loves sunflower seeds."
+    for piece in pieces(reply):
+        out = guard.feed(piece)
+        assert isinstance(out, str)
+        shown.append(out)
+    # "Of course! His name is" would have been shown after three tokens; a word still
+    # streaming may become another name: nothing is shown before "Tudou" has ended.
+    assert "".join(shown[:7]) == ""
+    assert "".join(shown[:8]) == "Of course! His name is Tudou"  # the comma: the next word
+    assert "".join(shown) + guard.end() == reply
 
 
 def test_a_reply_of_nothing_but_sentences_said_before_is_asked_again() -> None:
