@@ -260,7 +260,13 @@ _ASKS_NUMBER = re.compile(
     _CLAUSE + r"(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|"
     r"what day)\b|\b(?:weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
 )
-_ASKED = re.compile(r"[?？]|\bremind me\b")
+# A question without its question mark: "…a hamster. what's his name again, so I can prove
+# it lol" (bench.reply_quality's probe sessions).
+_QUESTION_CLAUSE = re.compile(
+    _CLAUSE + r"(?:what|when|where|who|which|how)"
+    r"(?:'s|\s+(?:is|was|are|were|did|do|does|much|many|far|old|long))\b"
+)
+_ASKED = re.compile(r"[?？]|\bremind me\b|" + _QUESTION_CLAUSE.pattern)
 _NUMBER = re.compile(
     r"\b(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|what day|"
     r"weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
@@ -284,7 +290,8 @@ _QUESTION = re.compile(
 
 def asks_question(user_text: str) -> bool:
     """The message asks something (a recalled note may answer it)."""
-    return bool(_QUESTION.search(_normal(user_text)))
+    flat = _normal(user_text)
+    return bool(_QUESTION.search(flat) or _QUESTION_CLAUSE.search(flat))
 
 
 def named_values(text: str) -> tuple[set[str], set[str]]:

@@ -424,6 +424,9 @@ HAMSTER_Q = "my new coworker doesn't believe I have a hamster. what's his name a
         # the first line of the block next to the question.
         (HAMSTER_Q, HAMSTER, "Your new coworker's name is Jack."),
         (HAMSTER_Q, HAMSTER, "His name is Xiaohui."),
+        # The probe as the bench sends it: no question mark.
+        ("my new coworker doesn't believe I have a hamster. what's his name again, so I can "
+         "prove it lol", HAMSTER, "His name is Xiaohui."),
         ("what does the university actually require?", UNIVERSITY,
          "The university requires an overall score of 7.0."),
         ("when is my sister's wedding again?", WEDDING, "Your sister's wedding is on 15 June!"),
@@ -451,6 +454,9 @@ def test_an_answer_with_another_name_or_number_than_the_note_is_asked_again_with
         # "who" that asks nothing: a relative clause.
         ("can you write me a short poem about a cat who thinks she owns the house?",
          "The user's cat is called Pickle.", "Whiskers rules the sofa, queen of every chair."),
+        # A question word that opens no question.
+        ("I don't know what is wrong with me, my hamster is sulking", HAMSTER,
+         "Maybe Jack next door scared him?"),
         # Not a question: nothing to answer.
         ("my coworker doesn't believe I have a hamster", HAMSTER, "Show Jack a photo!"),
     ],
