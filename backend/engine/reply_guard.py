@@ -70,7 +70,7 @@ from backend.memory.keywords import STOP_WORDS_EN
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
-    "verse", "flip",
+    "verse", "flip", "recital",
 ]  # fmt: skip
 
 HOLD_TOKENS = 10  # the most the opening is held back
@@ -127,9 +127,11 @@ HINTS: dict[Reason, str] = {
         "Remember what you know about their health: {notes} Do not encourage what goes "
         "against it; remind them of it kindly and suggest a safer choice."
     ),
+    # The notes say "you" for them: "You do know this, from your notes: You have a hamster
+    # called Tudou." got "I do know this. My name is Xiaoman," in three of five seeds.
     "forgot": (
-        "You do know this, from your notes: {notes} Answer their question with it, in your "
-        "own words."
+        'Your notes about them answer this ("you" in the notes means them): {notes} Tell '
+        "them the answer warmly, in your own words."
     ),
     # Worded unlike the honest answer itself: the 1.5B said "You are an AI companion, not
     # a person." back, and a run of six of the hint's words is held as a recital.
@@ -142,6 +144,10 @@ HINTS: dict[Reason, str] = {
         "question about it."
     ),
     "language": "Reply in {language}, the language of their message.",
+    "recital": (
+        "Do not recite your notes or list them: reply to what they said, in your own words, "
+        "as a friend would."
+    ),
     "verse": "Reply in plain conversational sentences, not a poem: they did not ask for one.",
     "flip": (
         "Do not turn round what they just told you they like or dislike: respond to it as "
@@ -244,6 +250,12 @@ _DENIES_KNOWING = re.compile(
     r"|\byou (?:didn't|haven't|did not|have not|never) (?:tell|told|mention|say|said)\b"
     r"|我不(?:知道|记得|清楚|确定)|我没有.{0,8}(?:信息|记录)|你(?:没|没有|从没)(?:告诉|说|提)"
 )
+# The prompt's notes block said back: "Recalled notes (when noted): - (today) Your sister's
+# wedding is on December 20th…" opened a reply to "hey, long week. I'm finally booking the
+# trip…" (bench.reply_quality's probe sessions).
+# (Only as the opening: "…, as noted in your recalled notes" is a clause, left out as it
+# streams: ``notes_clause``.)
+_RECITES_NOTES = re.compile(r"^\W*(?:recalled notes|notes from earlier chats)|<recalled_notes")
 # A question that asks for a name, a place or a number, which a recalled note may hold:
 # "my new coworker doesn't believe I have a hamster. what's his name again?" got "Your new
 # coworker's name is Jack." with "You have a hamster called Tudou." next to it, and "what
@@ -620,6 +632,8 @@ class ReplyGuard:
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
+        if _RECITES_NOTES.search(flat):
+            return self._reject("recital", text)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
         if self._recall and self._recalled(text, final) is False:
@@ -697,7 +711,7 @@ class ReplyGuard:
         may still become a go-ahead); True: nothing against it."""
         if not self._health:
             return True
-        if _GO_AHEAD.search(flat) and not self._mentions_health(flat, tokens):
+        if self._goes_ahead(flat) and not self._mentions_health(flat, tokens):
             if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
                 return self._reject("health", text)
             return False
@@ -830,7 +844,15 @@ class ReplyGuard:
         if not self._health:
             return False
         flat = _normal(sentence)
-        return bool(_GO_AHEAD.search(flat)) and not self._mentions_health(flat, words(sentence))
+        return self._goes_ahead(flat) and not self._mentions_health(flat, words(sentence))
+
+    def _goes_ahead(self, flat: str) -> bool:
+        """A go-ahead: a bare "Yes" only to a message that asks leave ("can I…?"), not
+        to "what's his name again?" ("Yes, he's your hamster called Tudou." was taken
+        for a go-ahead against the lactose note beside it: bench.reply_quality)."""
+        return any(
+            match.group() != "yes" or self._asks_caution for match in _GO_AHEAD.finditer(flat)
+        )
 
     def _reminder(self, sentence: str, *, cjk: bool | None = None) -> str:
         """What is shown instead of such a go-ahead: the note, said back (once); also what

@@ -483,6 +483,27 @@ def test_the_answer_is_held_until_it_names_a_value_and_then_streams() -> None:
     assert "".join(shown) + guard.end() == reply
 
 
+LACTOSE = ["The user is lactose intolerant."]
+
+
+def test_a_yes_that_answers_a_question_is_no_go_ahead_next_to_a_health_note() -> None:
+    reply = "Yes, he's your hamster called Tudou."  # seen: then taken for a go-ahead
+    guard = ReplyGuard(HAMSTER_Q, health_notes=LACTOSE, answer_notes=[HAMSTER])
+    assert run(guard, reply) == (reply, None)
+    # ... but it is one to a message that asks leave.
+    asked = "the team is getting ice cream, can I have a big bowl?"
+    _, rejected = run(ReplyGuard(asked, health_notes=LACTOSE), "Yes, have a big bowl!")
+    assert rejected is not None and rejected.reason == "health"
+
+
+def test_the_notes_block_said_back_is_asked_again() -> None:
+    reply = "Recalled notes (when noted): - (today) Your sister's wedding is on December 20th."
+    shown, rejected = run(ReplyGuard("hey, long week. I'm booking the trip"), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "recital"
+    cited = "Your exam is on May 10, as noted in your recalled notes. Good luck!"
+    assert run(ReplyGuard("when is my exam again?"), cited)[1] is None  # a clause: left out
+
+
 def test_a_reply_of_nothing_but_sentences_said_before_is_asked_again() -> None:
     earlier = ["Oh, that's great to hear! I'm glad the slides are done."]
     reply = "Oh, that's great to hear!"  # seen as a whole reply, 36 turns into an evening
