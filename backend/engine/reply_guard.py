@@ -279,10 +279,6 @@ _QUESTION_CLAUSE = re.compile(
     r"(?:'s|\s+(?:is|was|are|were|did|do|does|much|many|far|old|long))\b"
 )
 _ASKED = re.compile(r"[?？]|\bremind me\b|" + _QUESTION_CLAUSE.pattern)
-_NUMBER = re.compile(
-    r"\b(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|what day|"
-    r"weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
-)
 _NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 # A message that asks what to be careful with: the answer must say the health note.
@@ -535,7 +531,7 @@ class ReplyGuard:
         asks = asks_question(user_text)
         self._answers = [" ".join(n.split()) for n in answer_notes if n.strip()] if asks else []
         # ... and one that answers with another name or number than the note's, where the
-        # question asks for one (``_misremembers``): the notes' values the message lacks.
+        # question asks for one (``_recalled``): the notes' values the message lacks.
         self._recall: dict[int, set[str]] = {}
         self._known: set[str] = set()
         if self._answers:

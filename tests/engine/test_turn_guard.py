@@ -148,7 +148,8 @@ async def test_a_reply_that_forgets_what_a_recalled_note_says_is_asked_again(rig
     shown, rejected = await reply(rig, "when is my sister Mei's wedding again?")
     assert rejected == ["forgot"] and shown == "On 20 December! Not long now."
     hint = rig.chat.calls[-1].messages[-1]["content"]
-    assert hint.startswith("Your notes about them answer this") and "Your sister Mei is getting married" in hint
+    assert hint.startswith("Your notes about them answer this")
+    assert "Your sister Mei is getting married" in hint
 
 
 def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
