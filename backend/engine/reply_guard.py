@@ -535,8 +535,9 @@ class ReplyGuard:
         self._recall: dict[int, set[str]] = {}
         self._known: set[str] = set()
         if self._answers:
-            asked_names, asked_numbers = named_values(user_text)
-            asked_names |= {w.lower() for w in re.findall(r"[A-Za-z]+", user_text)}
+            # Every word of the message, not only its names: what it says is no answer.
+            asked_names = {w.lower() for w in re.findall(r"[A-Za-z]+", user_text)}
+            asked_numbers = set(_NUMBER.findall(user_text))
             note_names, note_numbers = named_values(" ".join(self._answers))
             flat_message = _normal(user_text)
             asked = bool(_ASKED.search(flat_message))
