@@ -110,9 +110,11 @@ VERSE_LINE = 14  # the most tokens of a line of verse
 # the hint's words back to the user ("I do not know the user's most recent message.",
 # three times in a 67-turn evening: bench.reply_quality's long part).
 HINTS: dict[Reason, str] = {
+    # No list of kinds of request: "(a joke, a story, a poem…)" got "Sure, let me give
+    # you a joke:" to a message about booking a trip (bench.reply_quality's probes).
     "refusal": (
-        "Their request is harmless: do what they ask, warmly (a joke, a story, a poem, an "
-        "opinion or advice are all fine). Do not apologise and do not decline."
+        "Their message is harmless: respond to what they said warmly, and if they ask for "
+        "something, do it. Do not apologise and do not decline."
     ),
     "echo": "Do not repeat their words back to them. Respond to what they said, in your own words.",
     "repeat": (
@@ -380,6 +382,11 @@ _MAY_ANNOUNCE = re.compile(
 )
 _LINE_END = re.compile(r"[.!?。！？:：…]\W*$")
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
+# ... but sympathy is no apology: "I'm sorry to hear that." ends in no refusal.
+_SYMPATHY = re.compile(
+    r"\bsorry (?:to hear|for your loss|that happened|you(?:'re| are| had| have|'ve)\b)"
+    r"|听到.{0,6}(?:难过|遗憾)"
+)
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
 _CAUTION = re.compile(
     r"allerg|intoleran|injur|careful|avoid|instead|gentle|doctor|physio|"
@@ -586,6 +593,7 @@ class ReplyGuard:
         # message (``_judge_opening``).
         self._released = False
         self._sentence = ""  # the current sentence, held while it may be a help-desk line
+        self._whole_only = False  # near the reply cap: sentences are shown whole (``near_cap``)
         self._clear = False  # part of the current sentence is shown: the rest goes through
         self._dropped: list[str] = []  # sentences left out
         self._reminded = False  # a health note was said back instead of a go-ahead
@@ -665,6 +673,11 @@ class ReplyGuard:
             if (long_enough and _starts_with(tokens, earlier[:need])) or (
                 final and tokens == earlier
             ):
+                # "I'm sorry, but I don't…" said again next to the note that answers: held
+                # until it says what it does not know, so the retry is told the note.
+                apology = self._answers and _APOLOGY.search(flat)
+                if apology and not final and _span(tokens) < 2 * HOLD_TOKENS:
+                    return False
                 return self._reject("repeat", text)
         health = self._judge_health(text, flat, said, tokens, final)
         if health is not True:
@@ -688,7 +701,7 @@ class ReplyGuard:
             or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
             or (bool(self._recall) and self._recalled(text, final) is None)
-            or tokens[0] in _RISKY_FIRST
+            or (tokens[0] in _RISKY_FIRST and not self._first_sentence_safe(said))
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
@@ -699,6 +712,19 @@ class ReplyGuard:
             or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
         )
         return not undecided
+
+    @staticmethod
+    def _first_sentence_safe(said: Sequence[str]) -> bool:
+        """The opening's first sentence is whole and no apology (or only sympathy): an
+        "I…" or "How…" opening is then shown, not held to its limit. The whole sentence
+        has passed every check above (a refusal, "As an AI", help desk, a claim of the
+        user's words); what follows is read sentence by sentence as it streams.
+        ("I'm glad you enjoyed that joke!" was held for twenty tokens, 2.0 s to the
+        first word: bench.reply_quality's long session.)"""
+        if len(said) < 2:
+            return False
+        first = _normal(said[0])
+        return not _APOLOGY.search(first) or bool(_SYMPATHY.search(first))
 
     def _judge_health(
         self, text: str, flat: str, said: Sequence[str], tokens: Sequence[str], final: bool
@@ -782,10 +808,20 @@ class ReplyGuard:
             piece, self._held = self._held, ""
         return self._clauses.feed(self._sentences(piece, final=False))
 
-    def end(self) -> str | Rejection:
+    def near_cap(self) -> None:
+        """The reply is a sentence or so from the reply cap: from now on each sentence is
+        held until it ends, so that a reply cut by the cap (``end(cut=True)``) ends at
+        its last whole sentence, not "…Do you have a" (bench.reply_quality)."""
+        self._whole_only = True
+
+    def end(self, *, cut: bool = False) -> str | Rejection:
         """What is left to show once the stream has ended. A reply whose every sentence was
         left out is a ``Rejection`` too ("repeat", or "helpdesk" when that is all it
-        said), but on the last attempt (``check_opening=False``), where it is shown."""
+        said), but on the last attempt (``check_opening=False``), where it is shown.
+        ``cut``: the model stopped at the reply cap; the sentence it was writing, held
+        since ``near_cap``, is left out."""
+        if cut and self._whole_only and self._released:
+            self._sentence = ""
         out = self._end()
         if isinstance(out, Rejection):
             return out
@@ -950,7 +986,9 @@ class ReplyGuard:
                     shown.append(_line_break(sentence))
             self._clear = False
         if text:
-            if self._clear or (not final and not self._may_be_left_out(text)):
+            if self._whole_only and not final:
+                self._sentence = text  # shown when it ends (``near_cap``)
+            elif self._clear or (not final and not self._may_be_left_out(text)):
                 shown.append(text)
                 self._clear = True
             elif final:

@@ -49,6 +49,10 @@ from backend.sessions.store import Message, Session
 GONE = "the client went away"
 # Attempts at a reply the guard lets through; the last one is shown whatever it says.
 MAX_ATTEMPTS = 3
+# The last this many pieces before the reply cap are shown a whole sentence at a time, so
+# that a reply the cap cuts ends at a sentence's end (``ReplyGuard.near_cap``); a piece
+# of a stream is about a token.
+CAP_TAIL_PIECES = 40
 RESAMPLE_SEED_STEP = 7919  # a retry's seed: the client's + this × the attempt
 RETRY_WARMING = 0.15  # a retry's temperature: + this × the attempt, at most the max
 MAX_RETRY_TEMPERATURE = 1.0
@@ -345,6 +349,9 @@ class Turn:
             rejected: Rejection | None = None
             shown_any = False
             ending: list[Delta] = []  # Usage and Finish, after what the guard still holds
+            cap = self._max_tokens
+            tail_from = max(1, cap - CAP_TAIL_PIECES) if cap else None
+            pieces = 0
             try:
                 async for delta in stream:
                     if guard is None or not isinstance(delta, TextDelta):
@@ -353,6 +360,9 @@ class Turn:
                         else:
                             yield delta
                         continue
+                    pieces += 1
+                    if pieces == tail_from:
+                        guard.near_cap()
                     shown = guard.feed(delta.text)
                     if isinstance(shown, Rejection):
                         rejected = shown
@@ -361,7 +371,8 @@ class Turn:
                         shown_any = shown_any or bool(shown.strip())
                         yield TextDelta(shown)
                 if rejected is None and guard is not None:
-                    rest = guard.end()
+                    cut = any(isinstance(d, Finish) and d.reason == "length" for d in ending)
+                    rest = guard.end(cut=cut)
                     if isinstance(rest, Rejection):
                         rejected = rest
                     elif shown_any or rest.strip() or not guard.left_out:

@@ -131,6 +131,41 @@ def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
     assert shown.strip().startswith("I really")
 
 
+def _shown_after(guard: ReplyGuard, reply: str) -> int:
+    """How many pieces of ``reply`` were fed before the guard showed anything."""
+    for n, piece in enumerate(pieces(reply), start=1):
+        out = guard.feed(piece)
+        assert not isinstance(out, Rejection), out
+        if out:
+            return n
+    return len(pieces(reply)) + 1
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        # The 1.5B's openings in bench.reply_quality's long session, held for twenty
+        # tokens (about two seconds) before: a whole first sentence that is no apology.
+        ("haha that one was good", "I'm glad you enjoyed that joke! What made you laugh?"),
+        ("my interview moved to thursday", "I see! That gives you two more days to prepare."),
+        # Sympathy is no apology.
+        ("the flat is so quiet since Mia moved out", "I'm sorry to hear that. You two were close."),
+    ],
+)
+def test_a_first_person_opening_is_shown_once_its_first_sentence_is_whole(
+    message: str, reply: str
+) -> None:
+    first = [*pieces(reply.split("!")[0].split(".")[0]), "."]
+    # ... and a word or two of the next, which may still become "What can I help…".
+    assert _shown_after(ReplyGuard(message), reply) <= len(first) + 2 < HOLD_TOKENS
+
+
+def test_an_apology_sentence_still_holds_the_opening_for_a_refusal_after_it() -> None:
+    reply = "I'm sorry. I can't help with that, it's not something I do."
+    shown, rejected = run(ReplyGuard("tell me a story about a dragon"), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "refusal"
+
+
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
@@ -395,6 +430,24 @@ def test_a_reply_that_denies_knowing_what_a_note_says_is_asked_again_with_it(
     shown, rejected = run(ReplyGuard(message, answer_notes=[WEDDING]), reply)
     assert shown == "" and rejected is not None and rejected.reason == "forgot"
     assert "Your sister Mei is getting married on 20 December." in rejected.hint
+
+
+def test_an_apology_said_again_next_to_the_answer_is_read_to_its_not_knowing() -> None:
+    # bench.reply_quality's long session: both openings of "how old did I say my grandma
+    # is?" began as an earlier reply had, "I'm sorry, but I don't…", and were stopped as
+    # repeats; the third attempt, told nothing of the note, refused.
+    message = "how old did I say my grandma is?"
+    earlier = ["I'm sorry, but I don't know which café you mean."]
+    note = "Your grandma is 83 and dances in the park every morning."
+    reply = "I'm sorry, but I don't remember how old she is."
+    shown, rejected = run(ReplyGuard(message, earlier, answer_notes=[note]), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "forgot"
+    assert "83" in rejected.hint
+    # With no note to tell, the same opening is a repeat, stopped as soon as it is one.
+    guard = ReplyGuard(message, earlier)
+    shown, rejected = run(guard, reply)
+    assert rejected is not None and rejected.reason == "repeat"
+    assert len(rejected.opening.split()) <= 6
 
 
 @pytest.mark.parametrize(

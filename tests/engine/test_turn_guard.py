@@ -12,7 +12,7 @@ import pytest
 from backend.engine.reply_guard import HINTS
 from backend.engine.turn import TurnRequest
 from backend.engine.turn_reply import lost_thread
-from backend.llm.port import Sampling
+from backend.llm.port import Finish, Sampling
 from backend.memory.types import Namespace
 
 from .conftest import Rig, make_rig
@@ -177,3 +177,22 @@ async def test_the_guard_compares_with_replies_the_prompt_no_longer_shows(rig: R
     await turn.merged  # type: ignore[misc]
     assert turn.session_replies[0].startswith("That's great to hear! Tell me more.")
     assert shown.strip() == "Say hi to Rosie."
+
+
+async def test_a_reply_cut_by_the_cap_ends_at_its_last_whole_sentence(rig: Rig) -> None:
+    # The 1.5B's "hi! I'm Noor…" reply ran into the cap at "…Do you have a" and was shown
+    # so (bench.reply_quality's messages).
+    cut = [
+        "Hi", " Noor", "!", " What", " a", " lovely", " name", ".", " I", " love", " cats",
+        " too", ".", " Do", " you", " have", " a", Finish("length"),
+    ]  # fmt: skip
+    rig.chat.enqueue(cut)
+    # The cap 45 puts the last 40 pieces (all but the first four) a sentence at a time.
+    shown, rejected = await reply(rig, "hi! I'm Noor and I adore cats", max_tokens=45)
+    assert rejected == []
+    assert shown == "Hi Noor! What a lovely name. I love cats too."
+    assert rig.sessions.transcript("s1")[-1].content == shown
+    # A reply that ends by itself is shown to its end, a last phrase without a full stop too.
+    rig.chat.enqueue(["Sleep", " well", ",", " Noor", ".", " Talk", " soon", Finish("stop")])
+    shown, _ = await reply(rig, "goodnight, off to bed", max_tokens=45)
+    assert shown == "Sleep well, Noor. Talk soon"
