@@ -74,6 +74,13 @@ RECENT_TURNS = 2
 # MiniLM cosine of ~0.4 ("when is my sister's wedding?" and "The user's sister Mei is
 # getting married on 20 December."); small talk beside an unrelated note is ~0.1-0.2.
 PERTINENT_EVIDENCE = 0.3
+# ... and for a note that may answer the message's question, shown next to it again
+# (``answer_ids``): lower, for a question names what it asks, not the answer. "What's the
+# race I'm training for again, and where?" and "The user signed up for her first sprint
+# triathlon, in September in Geelong." are 0.25; "where's a nice route for a night run near
+# where I live now?" and the note of the new flat by West Lake 0.23 (bench.reply_quality's
+# probe sessions; unrelated notes there 0.15-0.2).
+ANSWER_EVIDENCE = 0.2
 # The earlier blocks a prompt carries, in estimated tokens: over this, they all go at once
 # (the cache is shifted over the gaps: backend.llm.cache_reuse), but for the newest one
 # with a background (shown again, it would cost its whole length: the background alone
@@ -248,6 +255,23 @@ def pertinent_ids(
         for item in activation.retrieval.items
         if relevance_evidence(item.score, trust, weights) >= PERTINENT_EVIDENCE
     )
+
+
+def answer_ids(
+    activation: Activation | None, query_text: str, weights: HybridWeights, n: int
+) -> frozenset[str]:
+    """The ``n`` recalled notes, health ones aside (always shown), the message speaks for
+    most, down to ``ANSWER_EVIDENCE``: to a question, what may answer it."""
+    if activation is None or n <= 0:
+        return frozenset()
+    trust = cosine_trust(query_text, weights)
+    evidence = [
+        (relevance_evidence(item.score, trust, weights), item.memory.id)
+        for item in activation.retrieval.items
+        if not is_health_note(item.memory)
+    ]
+    best = sorted((e for e in evidence if e[0] >= ANSWER_EVIDENCE), key=lambda e: -e[0])
+    return frozenset(memory_id for _, memory_id in best[:n])
 
 
 def injected_memories(

@@ -53,6 +53,7 @@ from backend.engine.session_state import load_state, reply_view, seed_state, wit
 from backend.engine.shown_notes import (
     Merged,
     ShownNotes,
+    answer_ids,
     injected_memories,
     pertinent_ids,
     verbatim_start,
@@ -370,7 +371,12 @@ class TurnEngine:
                 merged=merged,
                 verbatim_from=start,
                 pertinent=pertinent,
-                answers={m.id for m in answers} if asks_question(user_text) else (),
+                answers=(
+                    {m.id for m in answers}
+                    | answer_ids(turn.activation, user_text, retrieval.hybrid, ANSWER_NOTES)
+                    if asks_question(user_text)
+                    else ()
+                ),
                 now=now,
             )
             turn.messages = build_main_messages(

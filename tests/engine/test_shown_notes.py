@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from backend.engine.prompt import BRIEF_PREAMBLE, MEMORY_PREAMBLE, second_person
-from backend.engine.shown_notes import Merged, ShownNotes, pertinent_ids, verbatim_start
+from backend.engine.shown_notes import (
+    Merged,
+    ShownNotes,
+    answer_ids,
+    pertinent_ids,
+    verbatim_start,
+)
 from backend.engine.turn import TurnRequest
 from backend.hippocampus import SessionMemoryState, ShortTermItem
 from backend.longterm.activation import Activation
@@ -140,6 +146,29 @@ def test_pertinent_notes_are_the_ones_the_message_itself_speaks_for() -> None:
     # A message in Chinese: the local embedder's cosine is not trusted; the words count.
     assert pertinent_ids(activation, "梅住在哪里？", weights) == {"m1"}
     assert pertinent_ids(None, "hi", weights) == frozenset()
+
+
+def test_the_notes_that_may_answer_a_question_are_its_best_few_over_a_lower_floor() -> None:
+    def scored(memory: Memory, cosine: float) -> ScoredMemory:
+        return ScoredMemory(memory, ScoreBreakdown(0.0, 0.9, 0.0, 0.0, cosine, 0.0, 0.5))
+
+    # The cosines of bench.reply_quality's race probe ("What's the race I'm training for
+    # again, and where?"): the triathlon note is not pertinent (0.3), but may answer.
+    race = note("m1", "The user will do freestyle in the race, no more breaststroke.")
+    triathlon = note("m2", "The user signed up for her first sprint triathlon, in Geelong.")
+    sister = note("m3", "The user's sister is coming to watch her race.")
+    coach = note("m4", "The user's swim coach is teaching her freestyle.")
+    heel = replace(note("h1", "The user has Achilles tendinopathy."), category="health")
+    far = note("m5", "The user used to run a little.")
+    cosines = [(race, 0.44), (heel, 0.5), (triathlon, 0.33), (sister, 0.38), (coach, 0.28)]
+    items = tuple(scored(m, c) for m, c in [*cosines, (far, 0.2)])
+    activation = Activation(Retrieval(items=items), None, 0.0, 0.0, 6)
+    weights = HybridWeights()
+    question = "What's the race I'm training for again, and where?"
+    assert pertinent_ids(activation, question, weights) == {"m1", "h1"}
+    assert answer_ids(activation, question, weights, 3) == {"m1", "m2", "m3"}
+    assert answer_ids(activation, question, weights, 4) == {"m1", "m2", "m3", "m4"}
+    assert answer_ids(None, question, weights, 3) == frozenset()
 
 
 def test_earlier_blocks_over_their_budget_go_in_one_chunk(
