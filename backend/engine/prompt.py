@@ -91,6 +91,15 @@ _ADVERBS = (
     r"(?:also|still|often|usually|never|always|really|now|recently|currently|just|no longer) "
 )
 _USER_VERB = re.compile(rf"\b[Tt]he user ({_ADVERBS})?([a-z]+'?[a-z]*)\b")
+# ... and a second verb of theirs in the same sentence: "You have asthma and carries an
+# inhaler" was the health reminder (reply_guard). Only verbs a note says of a person: "You
+# love cats and dogs" keeps its dogs.
+_SECOND_VERBS = (
+    "is|has|does|carries|uses|takes|keeps|needs|wants|lives|works|loves|likes|hates|gets|"
+    "goes|prefers|plays|eats|drinks|avoids|feels|tries|says|knows|misses|makes|teaches|"
+    "studies|enjoys|wears|owns|sees|walks|runs|swims|reads|writes"
+)
+_AND_VERB = re.compile(rf"(\b[Yy]ou\b[^.;:!?\n]*?\b(?:and|but) (?:{_ADVERBS})?)({_SECOND_VERBS})\b")
 
 
 def _present(verb: str) -> str:
@@ -201,7 +210,13 @@ def said_to_user(text: str) -> str:
 
     text = re.sub(r"\bThe user's\b", "Your", text)
     text = re.sub(r"\bthe user's\b", "your", text)
+    before = text
     text = _USER_VERB.sub(subject, text)
+    if text != before:
+        for _ in range(3):  # "…and carries an EpiPen and uses…": one verb a pass
+            text, n = _AND_VERB.subn(lambda m: m.group(1) + _present(m.group(2)), text)
+            if not n:
+                break
     text = re.sub(r"\bThe user\b", "You", text)
     text = re.sub(r"\bthe user\b", "you", text)
     return text.replace("用户的", "你的").replace("用户", "你")

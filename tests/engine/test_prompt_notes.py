@@ -38,8 +38,15 @@ T = datetime(2026, 5, 1, tzinfo=UTC)
         ("Xiaoyu asked the user to give a speech.", "Xiaoyu asked you to give a speech."),
         ("用户的姐姐在成都。", "你的姐姐在成都。"),
         ("Pixel is a grumpy old pug.", "Pixel is a grumpy old pug."),
+        # Their second verb too (the health reminder said "you have asthma and carries an
+        # inhaler"), but not a noun after "and".
+        ("The user has asthma and carries an inhaler.", "You have asthma and carry an inhaler."),
+        ("The user is allergic to bee stings and carries an EpiPen and always uses it.",
+         "You are allergic to bee stings and carry an EpiPen and always use it."),
+        ("The user loves cats and dogs.", "You love cats and dogs."),
+        ("Mei loves cats and carries treats.", "Mei loves cats and carries treats."),
     ],
-)
+)  # fmt: skip
 def test_a_note_is_said_to_the_user(stored: str, shown: str) -> None:
     assert second_person(stored) == shown
 
