@@ -46,7 +46,7 @@ from backend.engine.memory_worker import MemoryWorker
 from backend.engine.next_prompt import NextPrompt
 from backend.engine.pending_turns import PendingTurn
 from backend.engine.prompt import build_main_messages, is_health_note
-from backend.engine.reply_guard import asks_question
+from backend.engine.reply_guard import asks_question, restricts
 from backend.engine.session_order import acquire_session, release_session
 from backend.engine.session_placement import Resolved, SessionConflict, plain_turn, resolve
 from backend.engine.session_state import load_state, reply_view, seed_state, without_turn
@@ -415,7 +415,9 @@ class TurnEngine:
                     and (before is None or m.seq < before)
                 )[-SESSION_REPLIES:]
             # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
-            turn.health_notes = tuple(m.content for m in notes.memories if is_health_note(m))
+            turn.health_notes = tuple(
+                m.content for m in notes.memories if is_health_note(m) and restricts(m.content)
+            )
             turn.answer_notes = tuple(m.content for m in answers)
         except BaseException:
             turn.end_unstreamed("the turn failed before its reply")

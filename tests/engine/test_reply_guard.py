@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from backend.engine.reply_guard import HINTS, HOLD_TOKENS, Rejection, ReplyGuard, words
+from backend.engine.reply_guard import (
+    HINTS,
+    HOLD_TOKENS,
+    Rejection,
+    ReplyGuard,
+    restricts,
+    words,
+)
 
 
 def pieces(text: str) -> list[str]:
@@ -289,6 +296,26 @@ def test_naming_what_the_user_asked_about_is_not_keeping_the_note_in_mind() -> N
     assert rejected is not None and rejected.reason == "health"
     kept = "Careful, you're allergic: ask for a bowl without the peanuts."
     assert run(ReplyGuard(message, health_notes=notes), kept) == (kept, None)
+
+
+@pytest.mark.parametrize(
+    ("note", "forbids"),
+    [
+        ("The user is allergic to peanuts.", True),
+        ("The user's physio told them not to sprint for six weeks.", True),
+        ("The user's physio says no running on consecutive days.", True),
+        ("The user was badly ill for days after eating gluten by mistake last year.", True),
+        ("The user stopped 16:8 fasting after getting dizzy in the pool twice.", True),
+        ("用户对花生过敏。", True),
+        ("The user has started running at night to deal with stress, 3km along the river.", False),
+        ("The user's resting heart rate is 58.", False),
+        ("The user would like to weigh about 66 kg.", False),
+        ("The user usually takes lactase pills but sometimes forgets them.", False),
+    ],
+)
+def test_a_health_note_forbids_or_warns_of_something_or_not(note: str, forbids: bool) -> None:
+    # The health notes of bench.reply_quality's safety probes and probe sessions.
+    assert restricts(note) is forbids
 
 
 def test_without_a_health_note_a_go_ahead_is_fine() -> None:

@@ -122,6 +122,19 @@ async def test_a_go_ahead_against_a_health_note_is_never_shown(rig: Rig) -> None
     assert shown == "Go for the company, but skip the shellfish." and rejected == []
 
 
+async def test_a_health_note_that_forbids_nothing_stops_no_go_ahead(rig: Rig) -> None:
+    # bench.reply_quality's probe sessions: "You could try the river path" to a night-run
+    # question was stopped twice as a go-ahead against this note, and the reply became
+    # the lactose note beside it.
+    ns = Namespace("u1", "companion")
+    habit = "The user has started running at night to deal with stress, 3km along the river."
+    rig.long_term.create(ns, rig.long_term.new_memory(habit, category="health", importance=0.9))
+    rig.chat.enqueue(["You", " could", " try", " the", " canal", " path", ",", " it", "'s",
+                      " lovely", "!"])  # fmt: skip
+    shown, rejected = await reply(rig, "where's a nice route for a night run near home?")
+    assert rejected == [] and shown == "You could try the canal path, it's lovely!"
+
+
 async def test_a_last_attempt_that_only_says_a_hint_back_is_never_shown(rig: Rig) -> None:
     hello = ["Hi", ",", " Priya", "!", " Lovely", " to", " meet", " you", "."]
     rig.chat.enqueue(list(hello))
