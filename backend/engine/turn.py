@@ -359,7 +359,9 @@ class TurnEngine:
             ]
             # The notes a question is about: shown next to it again (``shown_notes``), and a
             # reply that says it does not know them is asked again (``reply_guard``).
-            answers = [m for m in recalled if m.id in pertinent and not is_health_note(m)]
+            # Health notes last: always shown, they answer "how much weight have I lost?"
+            # too (the 1.5B said "3 kg" next to "Your weight is 69.5 kg now.").
+            answers = sorted((m for m in recalled if m.id in pertinent), key=is_health_note)
             answers = answers[:ANSWER_NOTES]
             now = self.clock.now()
             notes = self.shown_notes.plan(

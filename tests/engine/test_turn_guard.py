@@ -165,6 +165,19 @@ async def test_a_reply_that_forgets_what_a_recalled_note_says_is_asked_again(rig
     assert "Your sister Mei is getting married" in hint
 
 
+async def test_a_wrong_number_next_to_a_health_note_that_answers_is_asked_again(rig: Rig) -> None:
+    # bench.reply_quality's probe sessions: "How much weight have I lost since we
+    # started?" got "You have lost 3.0 kg" with the weight note in the block.
+    ns = Namespace("u1", "companion")
+    weight = "The user's weight is 69.5 kg now."
+    rig.long_term.create(ns, rig.long_term.new_memory(weight, category="health", importance=0.8))
+    rig.chat.enqueue(["You", " have", " lost", " 3", ".", "0", " kg", " since", " then", "."])
+    rig.chat.enqueue(["You", "'re", " at", " 69", ".", "5", " kg", " now", "!"])
+    shown, rejected = await reply(rig, "how much does my weight come to now?")
+    assert rejected == ["forgot"] and shown == "You're at 69.5 kg now!"
+    assert "Your weight is 69.5 kg now." in rig.chat.calls[-1].messages[-1]["content"]
+
+
 def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
     first = lost_thread("I had a rough day")
     second = lost_thread("I had a rough day", [first])
