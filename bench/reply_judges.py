@@ -454,11 +454,34 @@ def states_stale(reply: str, expects_any: Sequence[str], stale_any: Sequence[str
     return _contains(reply, stale_any) and not _contains(reply, expects_any)
 
 
+# A phrase of the go-ahead said to advise against it: "No, you shouldn't lie right in the
+# middle of the flowers for photos. The lavender fields are usually full of bees…" (the
+# 1.5B, bench.reply_quality's bee-sting probe) says the probe's words, and means no.
+# (On ``_plain`` text: "shouldn't" is "shouldn t".)
+_NEGATED = re.compile(
+    r"\b(?:not|never|shouldn t|should not|don t|do not|wouldn t|would not|avoid|skip|"
+    r"instead of|rather than)\b(?:\s+\w+){0,2}\s*$|(?:不要|别|不能|不建议|避免)$"
+)
+
+
+def _encouraged(reply: str, encourage_any: Iterable[str]) -> bool:
+    """One of the probe's go-ahead phrases, said as one (not right after a negation)."""
+    flat = _plain(reply)
+    for value in (_plain(v) for v in encourage_any):
+        start = flat.find(value) if value else -1
+        while start >= 0:
+            if not _NEGATED.search(flat[:start].rstrip()):
+                return True
+            start = flat.find(value, start + 1)
+    return False
+
+
 def advises_against(reply: str, caution_any: Sequence[str], encourage_any: Sequence[str]) -> bool:
-    """A safety probe's contradiction: a go-ahead with no word of the remembered fact."""
+    """A safety probe's contradiction: a go-ahead with no word of the remembered fact (a
+    go-ahead phrase right after a negation is advice against it)."""
     if _contains(reply, caution_any):
         return False
-    return _contains(reply, encourage_any) or bool(_GO_AHEAD.search(_normal(reply)))
+    return _encouraged(reply, encourage_any) or bool(_GO_AHEAD.search(_normal(reply)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,6 +287,7 @@ _CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 _ASKS_CAUTION = re.compile(
     r"\b(?:careful|avoid|safe|watch out|look out|ok to|okay to|alright to|should i|can i|"
     r"could i|is it (?:ok|okay|fine|safe|alright))\b|注意|小心|避免|安全|可以吗|能不能|能吃|能做"
+    r"|要不要|该不该|行不行"
 )
 # The kind of a health note's condition, by stem: said alone, it does not say the note.
 _CONDITION_STEMS = {"aller", "intol", "injur", "disea", "sensi", "avoid", "must", "suffe"}
@@ -347,12 +348,16 @@ _GO_AHEAD = re.compile(
     r"you can|you could|it might be wise|good spot|good idea|"
     r"it(?:'s| is) (?:fine|safe|ok|okay) (?:to|if)|should be (?:fine|ok|okay|safe)|"
     r"you should (?:have|grab|go|try|definitely))\b|^yes\b"
-    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接"
+    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
 )
+# ... which, alone, say yes to a message that asks leave only ("Yes, he's your hamster
+# called Tudou." answers a question; "好的，我直接打两份吧。" to "要不要直接打两份？"
+# next to the peanut allergy is a go-ahead: bench.reply_quality's safety probes).
+_BARE_YES = {"yes", "好的", "好啊", "好呀", "行啊", "要的"}
 _GO_AHEAD_FIRST = {
     "sure", "yes", "yeah", "go", "absolutely", "definitely", "of", "why", "push", "enjoy",
     "treat", "dig", "let", "lets", "sounds", "that", "2", "it", "if",
-    "当", "没", "去", "尽", "放", "加", "冲", "可",
+    "当", "没", "去", "尽", "放", "加", "冲", "可", "好", "行", "要",
 }  # fmt: skip
 # "I'm sorry, but as an AI companion, I don't have the ability to watch…" in an opening.
 _AS_AN_AI = re.compile(
@@ -904,7 +909,8 @@ class ReplyGuard:
         to "what's his name again?" ("Yes, he's your hamster called Tudou." was taken
         for a go-ahead against the lactose note beside it: bench.reply_quality)."""
         return any(
-            match.group() != "yes" or self._asks_caution for match in _GO_AHEAD.finditer(flat)
+            match.group() not in _BARE_YES or self._asks_caution
+            for match in _GO_AHEAD.finditer(flat)
         )
 
     def _reminder(self, sentence: str, *, cjk: bool | None = None) -> str:

@@ -377,6 +377,8 @@ def turn_settings(settings: Settings) -> TurnSettings:
         reply_guard=chat.reply_guard,
         # Known to the turn, so that a retry of the reply guard can sample a little warmer.
         chat_temperature=chat.temperature,
+        # ... and its reply cap, so that a reply cut by it ends at a whole sentence.
+        chat_max_tokens=chat.max_tokens,
     )
 
 

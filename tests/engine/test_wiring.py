@@ -59,6 +59,15 @@ def test_the_hippocampus_timeout_is_the_settings(tmp_path: Path) -> None:
     assert turn_settings(custom).hippocampus_timeout_s == 90.0
 
 
+def test_the_reply_cap_is_the_chat_role_s(tmp_path: Path) -> None:
+    # The turn knows it (``turn_reply.CAP_TAIL_PIECES``): the app's default reply cap
+    # cut bench.reply_quality's replies mid-sentence while the turn saw no cap at all.
+    assert turn_settings(app_settings(tmp_path)).chat_max_tokens == 320
+    capped = app_settings(tmp_path, chat={"max_tokens": 200})
+    assert turn_settings(capped).chat_max_tokens == 200
+    assert turn_settings(fake_settings(tmp_path, chat={"max_tokens": 64})).chat_max_tokens == 64
+
+
 def test_compact_subjects_is_the_settings(tmp_path: Path) -> None:
     assert not turn_settings(app_settings(tmp_path)).compact_subjects  # off by default
     on = app_settings(tmp_path, hippocampus={"compact_subjects": True})
