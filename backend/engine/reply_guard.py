@@ -661,6 +661,15 @@ class ReplyGuard:
             )
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
+            # ... nor "I'm sorry, but I don't have any information about your cat's name"
+            # with the note that says it next to the question (the caller says the note
+            # instead: ``turn_reply.recall_reminder``); held while it may still say so.
+            if self._answers:
+                if _DENIES_KNOWING.search(flat):
+                    return self._reject("forgot", text)
+                may_deny = bool(_APOLOGY.search(flat)) or tokens[:1] in (["1"], ["i"], ["我"])
+                if may_deny and not final and _span(tokens) < 2 * HOLD_TOKENS:
+                    return False
             return self._judge_health(text, flat, said, tokens, final)
         if _RECITES_NOTES.search(flat):
             return self._reject("recital", text)

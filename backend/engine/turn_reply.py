@@ -47,6 +47,8 @@ from backend.personas import Persona
 from backend.sessions.store import Message, Session
 
 GONE = "the client went away"
+# The notes ``recall_reminder`` says: the first two that answer the question.
+RECALLED_SAID = 2
 # Attempts at a reply the guard lets through; the last one is shown whatever it says.
 MAX_ATTEMPTS = 3
 # The last this many pieces before the reply cap are shown a whole sentence at a time, so
@@ -398,8 +400,10 @@ class Turn:
                 "turn %s: attempt %d rejected (%s): %r",
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
-            if last:  # the last attempt is checked for a go-ahead and an echo only
-                if self.health_notes:
+            if last:  # the last attempt is checked for a go-ahead, an echo, "I don't know"
+                if rejected.reason == "forgot":
+                    yield TextDelta(recall_reminder(user_text, self.answer_notes))
+                elif self.health_notes:
                     yield TextDelta(health_reminder(user_text, self.health_notes))
                 else:
                     yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))
@@ -424,6 +428,15 @@ def lost_thread(user_text: str, earlier: Sequence[str] = ()) -> str:
     choices = _LOST_THREAD_ZH if cjk else _LOST_THREAD
     said = {" ".join(reply.split()) for reply in earlier}
     return next((c for c in choices if c not in said), choices[0])
+
+
+def recall_reminder(user_text: str, notes: Sequence[str]) -> str:
+    """The reply when every attempt said it did not know what the notes next to the
+    question say: the first two, said back (in Chinese to a message in Chinese)."""
+    said = " ".join(second_person(note).strip() for note in notes[:RECALLED_SAID])
+    if any("\u3400" <= ch <= "\u9fff" for ch in user_text):
+        return f"我记得你说过：{said}"
+    return f"I do remember what you told me: {said}"
 
 
 def health_reminder(user_text: str, notes: Sequence[str]) -> str:

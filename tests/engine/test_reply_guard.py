@@ -367,6 +367,25 @@ def test_an_opening_taking_the_users_part_is_sampled_again() -> None:
     assert rejected is not None and rejected.reason == "echo"
 
 
+def test_the_last_attempt_that_denies_knowing_what_a_note_says_is_stopped() -> None:
+    # bench.reply_quality's long session: the third attempt at "wait, what was my cat's
+    # name again?" was shown, the note with the name next to the question.
+    message = "wait, what was my cat's name again? testing you lol"
+    note = "The user's cat Pickle is glaring at the user because her dinner is late."
+    reply = "I'm sorry, but I don't have any information about your cat's name."
+    guard = ReplyGuard(message, check_opening=False, answer_notes=[note])
+    shown, rejected = run(guard, reply)
+    assert shown == "" and rejected is not None and rejected.reason == "forgot"
+    # An answer streams as it comes, and so does "I…" once it says more than a denial.
+    answer = "Pickle, of course! Is she still glaring at you?"
+    assert run(ReplyGuard(message, check_opening=False, answer_notes=[note]), answer) == (
+        answer,
+        None,
+    )
+    guard = ReplyGuard(message, check_opening=False, answer_notes=[note])
+    assert _shown_after(guard, "I think it's Pickle, the queen of the house!") <= 2 * HOLD_TOKENS
+
+
 def test_the_last_attempt_is_still_checked_against_a_health_note() -> None:
     notes = ["The user is lactose intolerant."]
     guard = ReplyGuard(

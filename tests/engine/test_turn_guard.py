@@ -11,7 +11,7 @@ import pytest
 
 from backend.engine.reply_guard import HINTS
 from backend.engine.turn import TurnRequest
-from backend.engine.turn_reply import lost_thread
+from backend.engine.turn_reply import lost_thread, recall_reminder
 from backend.llm.port import Finish, Sampling
 from backend.memory.types import Namespace
 
@@ -176,6 +176,20 @@ async def test_a_wrong_number_next_to_a_health_note_that_answers_is_asked_again(
     shown, rejected = await reply(rig, "how much does my weight come to now?")
     assert rejected == ["forgot"] and shown == "You're at 69.5 kg now!"
     assert "Your weight is 69.5 kg now." in rig.chat.calls[-1].messages[-1]["content"]
+
+
+async def test_when_every_attempt_forgets_the_note_the_note_is_said(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    cat = "The user's cat is called Pickle."
+    rig.long_term.create(ns, rig.long_term.new_memory(cat, category="relationship"))
+    for _ in range(3):
+        rig.chat.enqueue(["I", "'m", " sorry", ",", " I", " don", "'t", " know", " your",
+                          " cat", "'s", " name", "."])  # fmt: skip
+    shown, rejected = await reply(rig, "what is my cat called again?")
+    assert rejected == ["forgot", "forgot", "forgot"]
+    assert shown == recall_reminder("what is my cat called again?", [cat])
+    assert shown == "I do remember what you told me: Your cat is called Pickle."
+    assert recall_reminder("我的猫叫什么？", [cat]).startswith("我记得你说过：")
 
 
 def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
