@@ -82,6 +82,11 @@ REMINDER_NOTES = 2
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
 ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
 ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the partner…")
+# A first sentence this much of which is runs of at least ``RESTATED_RUN`` of the
+# message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
+# 好的。" to "我奶奶今年八十三岁了，身体还挺好的" (bench.reply_quality's long session).
+RESTATED_SHARE = 0.85
+RESTATED_RUN = 4
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
 # with Qwen2.5-Coder-1.5B in bench.reply_quality) and lets "That sounds hard, Tom." by.
@@ -500,6 +505,23 @@ def _copying(reply: Sequence[str], message: Sequence[str]) -> bool:
     )
 
 
+def _restates(sentence: Sequence[str], message: Sequence[str]) -> bool:
+    """The sentence is the message with a word or two changed: runs of at least
+    ``RESTATED_RUN`` tokens they share cover ``RESTATED_SHARE`` of each (a request's
+    words said in its answer, "Here's a short poem about the night bus:" to "write me a
+    short poem about the night bus home", cover 0.7 of the request)."""
+    if len(sentence) < MIN_COMPARED + 2 or len(message) < RESTATED_RUN:
+        return False
+    mine, theirs = [False] * len(sentence), [False] * len(message)
+    for i in range(len(sentence)):
+        n, j = max((_run(sentence, i, message, j), j) for j in range(len(message)))
+        if n >= RESTATED_RUN:
+            mine[i : i + n] = [True] * n
+            theirs[j : j + n] = [True] * n
+    share = RESTATED_SHARE
+    return sum(mine) >= share * len(sentence) and sum(theirs) >= share * len(message)
+
+
 def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int) -> bool:
     """``reply`` from ``i`` is ``message`` from ``j``, its last token maybe a word still
     streaming ("who" of "who's", "interview" of "interviewing")."""
@@ -661,6 +683,8 @@ class ReplyGuard:
             )
             if copying and not final and len(tokens) < ECHO_TOKENS:
                 return False
+            if (restated := self._restated(said, tokens, final)) is not None:
+                return self._reject("echo", text) if restated else False
             # ... nor "I'm sorry, but I don't have any information about your cat's name"
             # with the note that says it next to the question (the caller says the note
             # instead: ``turn_reply.recall_reminder``); held while it may still say so.
@@ -701,6 +725,8 @@ class ReplyGuard:
         complete = said if final else said[:-1]
         if any(self._speaks_as_user(sentence) for sentence in complete):
             return self._reject("echo", text)
+        if (restated := self._restated(said, tokens, final)) is not None:
+            return self._reject("echo", text) if restated else False
         for earlier in self._earlier:
             need = min(REPEAT_TOKENS, len(earlier))
             long_enough = len(earlier) >= MIN_COMPARED
@@ -746,6 +772,17 @@ class ReplyGuard:
             or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
         )
         return not undecided
+
+    def _restated(self, said: Sequence[str], tokens: Sequence[str], final: bool) -> bool | None:
+        """Whether the first sentence says the message back (``_restates``): True, False
+        while it is still open and began with a run of the message (hold it), else None."""
+        if not self._message:
+            return None
+        if len(said) > 1 or final:
+            first = words(said[0])
+            return True if any(_restates(first, m) for m in self._message) else None
+        begun = any(_copied_run(tokens, m) >= RESTATED_RUN for m in self._message)
+        return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
 
     @staticmethod
     def _first_sentence_safe(said: Sequence[str]) -> bool:

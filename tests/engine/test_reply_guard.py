@@ -782,6 +782,18 @@ def test_a_chinese_session_with_ai_in_it_is_not_taken_for_a_bilingual_one() -> N
     assert rejected is not None and rejected.reason == "language"
 
 
+@pytest.mark.parametrize("check_opening", [True, False])
+def test_the_message_said_back_with_a_word_changed_is_an_echo(check_opening: bool) -> None:
+    # bench.reply_quality's long session: the third attempt, shown as it was.
+    message = "我奶奶今年八十三岁了，身体还挺好的"
+    reply = "我奶奶今年八十岁了，身体还挺好的。你呢？"
+    shown, rejected = run(ReplyGuard(message, check_opening=check_opening), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
+    # Said to them about their grandma, with something of its own, it is a reply.
+    answer = "八十三岁还这么硬朗，真好！她平时喜欢做什么？"
+    assert run(ReplyGuard(message, check_opening=check_opening), answer) == (answer, None)
+
+
 def test_a_poem_nobody_asked_for_is_asked_again() -> None:
     # bench.reply_quality, seed 1, ongoing, after poem requests.
     message = "watching the snooker with the sound off, weirdly relaxing"
