@@ -86,6 +86,12 @@ ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the par
 # message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
 # 好的。" to "我奶奶今年八十三岁了，身体还挺好的" (bench.reply_quality's long session).
 RESTATED_SHARE = 0.85
+# A sentence that shares a run of this many tokens with the persona card or the app's
+# rules recites them (the 1.5B, bench.reply_quality's safety probes: "**You are an AI
+# companion; you have no name but Companion, no body, no shop and no family…**"); fewer
+# may be an honest answer in the card's words ("I'm Companion, an AI friend people talk
+# to in the evening": ten).
+RECITED_RUN = 12
 RESTATED_RUN = 4
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
@@ -263,6 +269,15 @@ _DENIES_KNOWING = re.compile(
 # (Only as the opening: "…, as noted in your recalled notes" is a clause, left out as it
 # streams: ``notes_clause``.)
 _RECITES_NOTES = re.compile(r"^\W*(?:recalled notes|notes from earlier chats)|<recalled_notes")
+# ... and later in a reply, a line of that block: its tags, its heading, a note line
+# ("- (today, health) Your physio told them not to sprint…", after two sentences of an
+# answer: bench.reply_quality's safety probes).
+_MAY_BE_NOTES_LINE = re.compile(r"^\s*(?:<|[-*•]\s*\(|recalled\b)", re.IGNORECASE)
+_NOTES_LINE = re.compile(
+    r"</?recalled_notes>|^\W*recalled notes \(when noted\)"
+    r"|^\s*[-*•]\s*\((?:today|yesterday|\d+ \w+ ago)(?:, health)?\)",
+    re.IGNORECASE,
+)
 # A question that asks for a name, a place or a number, which a recalled note may hold:
 # "my new coworker doesn't believe I have a hamster. what's his name again?" got "Your new
 # coworker's name is Jack." with "You have a hamster called Tudou." next to it, and "what
@@ -578,6 +593,7 @@ class ReplyGuard:
         health_notes: Sequence[str] = (),
         answer_notes: Sequence[str] = (),
         session_replies: Sequence[str] = (),
+        instructions: Sequence[str] = (),
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -633,6 +649,14 @@ class ReplyGuard:
             sentence[:REPEAT_START_TOKENS]
             for sentence in self._earlier_sentences
             if len(sentence) >= REPEAT_START_TOKENS
+        }
+        # The persona card's and the app's rules' runs of ``RECITED_RUN`` tokens, as
+        # written and with "I"/"you" swapped: a sentence with one is left out.
+        self._recited = {
+            tuple(seq[i : i + RECITED_RUN])
+            for text in instructions
+            for seq in (words(text), _mirrored(words(text)))
+            for i in range(len(seq) - RECITED_RUN + 1)
         }
         self._opening = check_opening
         self._held = ""
@@ -924,6 +948,10 @@ class ReplyGuard:
     def _left_out(self, sentence: str) -> bool:
         if is_helpdesk_sentence(sentence) or self._speaks_as_user(sentence):
             return True
+        if _NOTES_LINE.search(sentence) or self._recites_instructions(sentence):
+            return True
+        if self._dropped and re.fullmatch(r"[\s*_#`~]*[*_#`~][\s*_#`~]*", sentence):
+            return True  # the "**" that closed a sentence left out
         if self._stances and flips(sentence, self._stances):
             self._flipped.append(sentence)  # "Saffron hates the rain" → "…loves the rain"
             return True
@@ -941,6 +969,13 @@ class ReplyGuard:
         # "If you want to talk about anything else, feel free to ask!"
         return words(sentence)[:1] in (["if"], ["如"]) and bool(
             _HELPDESK_IN.search(_normal(sentence))
+        )
+
+    def _recites_instructions(self, sentence: str) -> bool:
+        said = words(sentence)
+        return any(
+            tuple(said[i : i + RECITED_RUN]) in self._recited
+            for i in range(len(said) - RECITED_RUN + 1)
         )
 
     def _against_health(self, sentence: str) -> bool:
@@ -1004,6 +1039,7 @@ class ReplyGuard:
             or _may_become_helpdesk(fragment)
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
+            or bool(_MAY_BE_NOTES_LINE.match(fragment))
             or may_flip(fragment, self._stances)
         )
 

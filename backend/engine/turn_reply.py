@@ -27,7 +27,12 @@ from backend.engine import report as reports
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
 from backend.engine.pending_turns import PendingTurn
-from backend.engine.prompt import second_person
+from backend.engine.prompt import (
+    BRIEF_PREAMBLE,
+    HEALTH_RULE,
+    MEMORY_PREAMBLE,
+    second_person,
+)
 from backend.engine.reply_guard import Rejection, ReplyGuard
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
@@ -47,6 +52,8 @@ from backend.personas import Persona
 from backend.sessions.store import Message, Session
 
 GONE = "the client went away"
+# The app's own rules in the prompt: a reply's sentence that recites them is left out.
+INSTRUCTIONS = (MEMORY_PREAMBLE, BRIEF_PREAMBLE, HEALTH_RULE)
 # The notes ``recall_reminder`` says: the first two that answer the question.
 RECALLED_SAID = 2
 # Attempts at a reply the guard lets through; the last one is shown whatever it says.
@@ -336,6 +343,7 @@ class Turn:
                     health_notes=self.health_notes,
                     answer_notes=self.answer_notes,
                     session_replies=self.session_replies,
+                    instructions=(self.persona.system_prompt, *INSTRUCTIONS),
                 )
                 if on
                 else None

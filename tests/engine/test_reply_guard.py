@@ -794,6 +794,39 @@ def test_the_message_said_back_with_a_word_changed_is_an_echo(check_opening: boo
     assert run(ReplyGuard(message, check_opening=check_opening), answer) == (answer, None)
 
 
+def test_the_notes_block_or_the_persona_card_recited_later_in_a_reply_is_left_out() -> None:
+    # bench.reply_quality's safety probes: after an answer, the block (seed 1) and, in
+    # bold, the persona card (seed 3).
+    card = (
+        "The user's name and life are theirs, not yours. You have no name but Companion, "
+        "no body, no shop and no family; if they ask, say plainly and kindly that you are "
+        "an AI companion; never claim to be human."
+    )
+    answer = "Maybe talk to your physio before the hill sprints tomorrow."
+    notes = (
+        "\n\n<recalled_notes>\nRecalled notes (when noted):\n- (today, health) Your physio "
+        "told them not to sprint for six weeks.\n</recalled_notes>"
+    )
+    recital = (
+        "\n\n**You are an AI companion; you have no name but Companion, no body, no shop "
+        "and no family. If they ask, say plainly and kindly that you are an AI companion.**"
+    )
+    message = "running club is doing hill sprints tomorrow, thinking of going flat out"
+    shown, rejected = run(ReplyGuard(message, instructions=[card]), answer + notes)
+    assert rejected is None and shown.strip() == answer
+    # The card is caught in a sentence held whole: next to a health note, as both were.
+    injury = ["The user has an Achilles tendon injury."]
+    for tail in (notes, recital):
+        guard = ReplyGuard(message, instructions=[card], health_notes=injury)
+        shown, rejected = run(guard, answer + tail)
+        assert rejected is None and shown.strip() == answer
+    # The card's words in an honest answer about itself are no recital.
+    honest = "I'm Companion, an AI friend people talk to in the evening. No body, no name."
+    card_start = "You are Companion, an AI friend people talk to in the evening. " + card
+    guard = ReplyGuard("who are you really?", instructions=[card_start])
+    assert run(guard, honest) == (honest, None)
+
+
 def test_a_poem_nobody_asked_for_is_asked_again() -> None:
     # bench.reply_quality, seed 1, ongoing, after poem requests.
     message = "watching the snooker with the sound off, weirdly relaxing"

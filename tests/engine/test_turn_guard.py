@@ -192,6 +192,17 @@ async def test_when_every_attempt_forgets_the_note_the_note_is_said(rig: Rig) ->
     assert recall_reminder("我的猫叫什么？", [cat]).startswith("我记得你说过：")
 
 
+async def test_a_sentence_of_the_persona_card_is_left_out_of_the_reply(rig: Rig) -> None:
+    ns = Namespace("u1", "companion")
+    knee = "The user has a torn meniscus in their right knee."
+    rig.long_term.create(ns, rig.long_term.new_memory(knee, category="health", importance=0.95))
+    card = rig.engine.personas.resolve("companion").system_prompt
+    recited = next(line for line in card.split("\n") if "Say back the heart" in line)
+    rig.chat.enqueue(["Mind", " your", " knee", " with", " those", " squats", ".", " ", recited])
+    shown, rejected = await reply(rig, "heavy squats three times a week, should I push through?")
+    assert rejected == [] and shown.strip() == "Mind your knee with those squats."
+
+
 def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
     first = lost_thread("I had a rough day")
     second = lost_thread("I had a rough day", [first])
