@@ -183,11 +183,16 @@ _FULL_BE = re.compile(
 _SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
 
 _REFUSAL = re.compile(
-    r"(?:sorry|apologi[sz]e|unfortunately|\bi\b|\bi'm\b|i am)[^.!?\n]{0,40}?"
+    r"(?:sorry|apologi[sz]e|unfortunately|\bi\b|\bi'm\b|i am|^no\b)[^.!?\n]{0,40}?"
     r"(?:can ?not|can't|won't|unable to|not able to|don't have (?:access to )?the "
     r"(?:ability|capability)|do not have (?:access to )?the (?:ability|capability))"
     r"[^.!?\n]{0,20}?"
-    r"(?:assist|help(?! but)|provide|fulfil|comply|do that|answer|write|create|engage|continue)"
+    r"(?:assist|help(?! but)|provide|fulfil|comply|do that|answer|write|create|engage|continue|"
+    r"offer)"
+    # "I'm sorry, but I don't have enough information to create a short story for you."
+    # (a retry, to "make up a short story set on the last train home…")
+    r"|\b(?:don't|do not) have enough (?:information|details|context)[^.!?\n]{0,12}? to "
+    r"(?:create|write|make|tell|come up)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
 )
@@ -239,6 +244,7 @@ _HELPDESK_IN = re.compile(
 )
 # An opening starting with one of these may still turn into a refusal or an AI disclaimer.
 _RISKY_FIRST = {
+    "no",  # "No, Companion can't offer dad jokes…"
     "sorry",
     "i",
     "1",
@@ -550,8 +556,15 @@ def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int)
 # Words a help-desk line may open with before its formula: "Please feel free to ask any
 # other questions…", "Just let me know if you have any other questions…" (the 1.5B,
 # bench.reply_quality's probes).
-_SOFT_WORDS = ("please", "just", "also", "and", "so", "again", "anyway", "of course")
+# ... or a greeting: "Hello, how can I assist you today?" (a third attempt, shown:
+# bench.reply_quality's messages).
+_SOFT_WORDS = (
+    "please", "just", "also", "and", "so", "again", "anyway", "of course",
+    "hello there", "hi there", "hey there", "hello", "hi", "hey",
+)  # fmt: skip
 _SOFT_LEAD = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?\s+)+")
+# ... and while it streams, the lead may be all there is yet ("Hello,").
+_SOFT_LEAD_SO_FAR = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?(?:\s+|$))+")
 
 
 def is_helpdesk_sentence(sentence: str) -> bool:
@@ -563,7 +576,9 @@ def _may_become_helpdesk(fragment: str) -> bool:
     flat = _normal(fragment).lstrip("\"'([")
     if any(word.startswith(flat) for word in _SOFT_WORDS):
         return True  # "Please", "Just": the formula may follow
-    flat = _SOFT_LEAD.sub("", flat)
+    flat = _SOFT_LEAD_SO_FAR.sub("", flat)
+    if not flat:
+        return True
     return any(start.startswith(flat) or flat.startswith(start) for start in _HELPDESK_STARTS)
 
 
@@ -805,7 +820,10 @@ class ReplyGuard:
         if len(said) > 1 or final:
             first = words(said[0])
             return True if any(_restates(first, m) for m in self._message) else None
-        begun = any(_copied_run(tokens, m) >= RESTATED_RUN for m in self._message)
+        # Held from three: "Tom made curry for you, but I can't eat it because I'm allergic
+        # to peanuts." was shown from "Tom made curry for", and said the user's words as
+        # its own to the end (``_speaks_as_user`` reads the whole sentence).
+        begun = any(_copied_run(tokens, m) >= RESTATED_RUN - 1 for m in self._message)
         return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
 
     @staticmethod
@@ -1122,7 +1140,12 @@ class ReplyGuard:
             # A last attempt of nothing else: shown, not lost (an earlier one is asked
             # again: ``end``); but never a retry's hint said back (the caller then has
             # nothing to show: ``turn_reply.lost_thread``).
-            kept = [s for s in self._dropped if not self._recites_hint(words(s))]
+            # ... nor a help-desk line ("Hello, how can I assist you today?").
+            kept = [
+                s
+                for s in self._dropped
+                if not self._recites_hint(words(s)) and not is_helpdesk_sentence(s)
+            ]
             return out + "".join(kept)
         return out
 

@@ -827,6 +827,36 @@ def test_the_notes_block_or_the_persona_card_recited_later_in_a_reply_is_left_ou
     assert run(guard, honest) == (honest, None)
 
 
+@pytest.mark.parametrize(
+    ("message", "reply", "reason"),
+    [
+        # bench.reply_quality's messages (946ea4b), shown: a first attempt that said the
+        # user's words as its own from its fourth word on ...
+        ("my flatmate Tom made curry but I can't eat it, I'm allergic to peanuts",
+         "Tom made curry for you, but I can't eat it because I'm allergic to peanuts. You "
+         "should let me know if you want some other dish instead.", "echo"),
+        # ... refusals in other words ...
+        ("got any dad jokes? I need a laugh tonight",
+         "No, Companion can't offer dad jokes, but I can help you find some.", "refusal"),
+        ("make up a short story set on the last train home, something cosy",
+         "I'm sorry, but I don't have enough information to create a short story for you.",
+         "refusal"),
+        # ... and a help desk behind a greeting.
+        ("cats or dogs? and you're not allowed to say both",
+         "Hello, how can I assist you today?", "helpdesk"),
+    ],
+)  # fmt: skip
+def test_seen_in_the_messages_run(message: str, reply: str, reason: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert shown == "" and rejected is not None and rejected.reason == reason
+
+
+def test_a_last_attempt_of_only_a_help_desk_line_shows_nothing() -> None:
+    guard = ReplyGuard("cats or dogs?", check_opening=False)
+    assert run(guard, "Hello, how can I assist you today?") == ("", None)
+    assert guard.left_out  # the turn says "Sorry, I lost my train of thought…" instead
+
+
 def test_a_poem_nobody_asked_for_is_asked_again() -> None:
     # bench.reply_quality, seed 1, ongoing, after poem requests.
     message = "watching the snooker with the sound off, weirdly relaxing"
