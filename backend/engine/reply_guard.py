@@ -85,7 +85,7 @@ ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the par
 # A first sentence this much of which is runs of at least ``RESTATED_RUN`` of the
 # message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
 # 好的。" to "我奶奶今年八十三岁了，身体还挺好的" (bench.reply_quality's long session).
-RESTATED_SHARE = 0.85
+RESTATED_SHARE = 0.8  # "It has been raining all day here…": 0.846
 # A sentence that shares a run of this many tokens with the persona card or the app's
 # rules recites them (the 1.5B, bench.reply_quality's safety probes: "**You are an AI
 # companion; you have no name but Companion, no body, no shop and no family…**"); fewer
@@ -650,7 +650,7 @@ class ReplyGuard:
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
-            for reason in ("health", "refusal", "repeat", "forgot", "human")
+            for reason in HINTS  # every hint: the echo one was said back whole (messages)
         ]
         # Sentences are compared with the session's earlier replies too, not only the
         # prompt's: a long evening's formula ("That's great to hear!") comes back once the

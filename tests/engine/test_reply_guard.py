@@ -851,6 +851,23 @@ def test_seen_in_the_messages_run(message: str, reply: str, reason: str) -> None
     assert shown == "" and rejected is not None and rejected.reason == reason
 
 
+def test_the_message_said_back_in_full_words_is_an_echo() -> None:
+    # bench.reply_quality's messages (946ea4b), a second attempt, shown.
+    # Read whole (a provider that sends it in one piece); streamed word by word, its
+    # opening "It has been" is released before the copy shows.
+    message = "its been raining all day here and honestly i kinda love it"
+    reply = "It has been raining all day here and honestly I kinda love it."
+    rejected = ReplyGuard(message).feed(reply + " Me")
+    assert isinstance(rejected, Rejection) and rejected.reason == "echo"
+
+
+def test_a_last_attempt_that_says_the_echo_hint_back_shows_nothing() -> None:
+    # ... and the third attempt at "你觉得下雨天最适合做什么？", after an echo.
+    reply = "Do not repeat their words back to them. Respond to what they said, in your own words."
+    guard = ReplyGuard("你觉得下雨天最适合做什么？", check_opening=False)
+    assert run(guard, reply) == ("", None) and guard.left_out
+
+
 def test_a_last_attempt_of_only_a_help_desk_line_shows_nothing() -> None:
     guard = ReplyGuard("cats or dogs?", check_opening=False)
     assert run(guard, "Hello, how can I assist you today?") == ("", None)
