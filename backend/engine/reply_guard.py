@@ -562,9 +562,8 @@ _SOFT_WORDS = (
     "please", "just", "also", "and", "so", "again", "anyway", "of course",
     "hello there", "hi there", "hey there", "hello", "hi", "hey",
 )  # fmt: skip
-_SOFT_LEAD = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?\s+)+")
-# ... and while it streams, the lead may be all there is yet ("Hello,").
-_SOFT_LEAD_SO_FAR = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?(?:\s+|$))+")
+# (While it streams, the lead may be all there is yet: "Hello,".)
+_SOFT_LEAD = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?(?:\s+|$))+")
 
 
 def is_helpdesk_sentence(sentence: str) -> bool:
@@ -576,7 +575,7 @@ def _may_become_helpdesk(fragment: str) -> bool:
     flat = _normal(fragment).lstrip("\"'([")
     if any(word.startswith(flat) for word in _SOFT_WORDS):
         return True  # "Please", "Just": the formula may follow
-    flat = _SOFT_LEAD_SO_FAR.sub("", flat)
+    flat = _SOFT_LEAD.sub("", flat)
     if not flat:
         return True
     return any(start.startswith(flat) or flat.startswith(start) for start in _HELPDESK_STARTS)
