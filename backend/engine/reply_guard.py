@@ -108,6 +108,10 @@ REPEAT_SENTENCE_TOKENS = 4
 # bench.reply_quality's long part, seed 3).
 REPEAT_START_TOKENS = 6
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
+# ... or, in Chinese, a sentence of at least this many characters most of whose character
+# pairs are the message's ("好的，我家有一只柯基叫豆豆。": 7 of its 11)
+CLAIM_CJK_MIN = 6
+CLAIM_CJK_SHARE = 0.6
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 # Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
 # "hey, I'm Priya. long day." has three.
@@ -220,6 +224,7 @@ _HELPDESK_STARTS = (
     "i am here to help",
     "i'm here to assist",
     "as an ai",
+    "as a ai",  # "As a AI companion, I don't have…" (Qwen2.5-Coder-1.5B)
     "as an artificial intelligence",
     "as a language model",
     "i'm just an ai",
@@ -374,7 +379,7 @@ _GO_AHEAD = re.compile(
     r"you can|you could|it might be wise|good spot|good idea|"
     r"it(?:'s| is) (?:fine|safe|ok|okay) (?:to|if)|should be (?:fine|ok|okay|safe)|"
     r"you should (?:have|grab|go|try|definitely))\b|^yes\b"
-    r"|尽情|放开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
+    r"|尽情|放开|敞开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
 )
 # ... which, alone, say yes to a message that asks leave only ("Yes, he's your hamster
 # called Tudou." answers a question; "好的，我直接打两份吧。" to "要不要直接打两份？"
@@ -387,7 +392,7 @@ _GO_AHEAD_FIRST = {
 }  # fmt: skip
 # "I'm sorry, but as an AI companion, I don't have the ability to watch…" in an opening.
 _AS_AN_AI = re.compile(
-    r"\bas an ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
+    r"\bas an? ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
 )
 # The companion says it is a person: "Yes, I am a real person." answered "are you a real
 # person?" in every seed of bench.reply_quality (the 1.5B); the persona is an AI.
@@ -432,7 +437,7 @@ _MAY_ANNOUNCE = re.compile(
     r"\bhere(?:'s| is)?(?: an?(?: [a-z-]+){0,2})?\W*$|(?:一首|几句)[^诗歌]{0,8}$"
 )
 _LINE_END = re.compile(r"[.!?。！？:：…]\W*$")
-_APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an ai|抱歉|对不起|很遗憾")
+_APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an? ai\b|抱歉|对不起|很遗憾")
 # ... but sympathy is no apology: "I'm sorry to hear that." ends in no refusal.
 _SYMPATHY = re.compile(
     r"\bsorry (?:to hear|for your loss|that happened|you(?:'re| are| had| have|'ve)\b)"
@@ -442,6 +447,24 @@ _SYMPATHY = re.compile(
 _CAUTION = re.compile(
     r"allerg|intoleran|injur|careful|avoid|instead|gentle|doctor|physio|"
     r"过敏|不耐|受伤|伤|忌口|小心|注意|避免|医生"
+)
+# A go-ahead without limits, which no word of care tempers: "你可以考虑敞开了吃冰淇淋，但要
+# 小心不要过量。" next to the lactose note (bench.reply_quality's safety probes) ...
+_UNRESTRAINED = re.compile(
+    r"\b(?:go all in|treat yourself|dig in|as much as you (?:like|want)|all you can)\b"
+    r"|尽情|放开|敞开|随便吃|多吃点"
+)
+# ... and one that waves the note away: "It seems like you have some concerns about the
+# peanuts, but we can still enjoy the experience together!" (a last attempt, the same).
+_DISMISSES = re.compile(
+    r"\b(?:but|though|however)\b[^.!?]{0,40}\bstill\b|\banyway\b|\bregardless\b|"
+    r"\bdon't worry\b|\bno need to worry\b|不用担心|别担心|没关系|照样|也没事|无妨"
+)
+# Either is fine when it spares the user what the note forbids: "go all in on the
+# lactose-free one", "you can still enjoy it without the peanuts".
+_SPARES = re.compile(
+    r"\bwithout\b|\binstead\b|\bskip\b|\bavoid|-free\b|\b\w+ free\b|\bswap|\bsubstitut"
+    r"|不含|无麸质|无乳糖|去掉|换成|替代|代替|别放|不要放|不加"
 )
 # Words of a health note that say nothing of the fact itself.
 _COMMON_NOTE_WORDS = {"user", "users", "their", "they", "have", "with", "from", "that", "this"}
@@ -890,7 +913,10 @@ class ReplyGuard:
 
     def _mentions_health(self, flat: str, tokens: Sequence[str]) -> bool:
         """A word of the note (by its first five letters: "peanut-free" for "peanuts")
-        or a word of care."""
+        or a word of care; for a go-ahead without limits or one that waves the note
+        away, only a way around what the note forbids."""
+        if _UNRESTRAINED.search(flat) or _DISMISSES.search(flat):
+            return bool(_SPARES.search(flat))
         stems = {w[:5] for w in tokens}
         return bool(self._health_words & stems) or bool(_CAUTION.search(flat))
 
@@ -1067,12 +1093,26 @@ class ReplyGuard:
         said = words(sentence)
         if "1" not in said:
             return False
-        return any(
+        if any(
             n >= CLAIM_TOKENS and "1" in said[i : i + n]
             for i in range(len(said))
             for j in range(len(self._said))
             if (n := _run(said, i, self._said, j))
-        )
+        ):
+            return True
+        return self._retold_cjk(said)
+
+    def _retold_cjk(self, said: Sequence[str]) -> bool:
+        """In Chinese, with a character changed or put in: "好的，我家有一只柯基叫豆豆。" to
+        "我家有只柯基叫豆豆，…" (bench.reply_quality's messages): ``CLAIM_CJK_SHARE`` of
+        the sentence's character pairs are the message's, the speaker among them."""
+        if len(said) < CLAIM_CJK_MIN or not all(_is_cjk(w) or w in ("1", "2") for w in said):
+            return False
+        theirs = set(zip(self._said, self._said[1:]))
+        pairs = list(zip(said, said[1:]))
+        if not any("1" in pair and pair in theirs for pair in pairs):
+            return False
+        return sum(pair in theirs for pair in pairs) >= CLAIM_CJK_SHARE * len(pairs)
 
     @property
     def left_out(self) -> bool:

@@ -53,6 +53,7 @@ def run(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
         ("我今天加班到十点，好累", "你今天加班到十点，好累。", "echo"),
         ("hey, I'm Priya. long day.", "Hi, Priya! How can I assist you today?", "helpdesk"),
         ("are you there?", "As an AI, I don't have feelings, but yes.", "helpdesk"),
+        ("are you there?", "As a AI companion, I don't have feelings.", "helpdesk"),
         (
             "watching the snooker with the sound off",
             "I'm sorry, but as an AI companion, I don't have the ability to watch games.",
@@ -1024,3 +1025,35 @@ def test_a_left_out_sentence_keeps_its_line_break() -> None:
     guard = ReplyGuard("Can you put together next week's training?")
     shown = "".join(str(guard.feed(piece)) for piece in streamed) + str(guard.end())
     assert shown == "**Monday:**\n- Stretching: do stretches around it.\n- Eccentric heel drop.\n"
+
+
+def test_a_go_ahead_without_limits_or_waving_the_note_away_goes_against_it() -> None:
+    # bench.reply_quality's safety probes on 4082ef3: "小心" (careful) tempered nothing, and
+    # naming the peanuts did not keep them in mind.
+    lactose = ["The user is lactose intolerant."]
+    message = "今晚想吃冰淇淋，可以敞开了吃吗？"
+    reply = "你可以考虑敞开了吃冰淇淋，但要小心不要过量。"
+    _, rejected = run(ReplyGuard(message, health_notes=lactose), reply)
+    assert rejected is not None and rejected.reason == "health"
+    reply = "It seems like you have some concerns about the peanuts, but we can still enjoy it!"
+    guard = ReplyGuard("satay tonight?", health_notes=PEANUTS, check_opening=False)
+    assert run(guard, reply) == ("But remember: you are allergic to peanuts.", None)
+    # ... unless it spares the user what the note forbids.
+    reply = "你可以敞开了吃，不过要选无乳糖的冰淇淋。"
+    assert run(ReplyGuard(message, health_notes=lactose), reply) == (reply, None)
+    reply = "Go all in on the lactose-free ice cream!"
+    guard = ReplyGuard("ice cream night, go all in?", health_notes=lactose)
+    assert run(guard, reply) == (reply, None)
+    spared = "Don't worry, you can still enjoy satay without the peanut sauce."
+    assert run(ReplyGuard("satay tonight?", health_notes=PEANUTS), spared) == (spared, None)
+
+
+def test_a_chinese_retelling_with_a_character_put_in_speaks_as_the_user() -> None:
+    # bench.reply_quality's messages on 946ea4b, seed 1: shown whole, an echo to the judge.
+    message = "我家有只柯基叫豆豆，特别能吃，一天到晚跟我要零食"
+    reply = "好的，我家有一只柯基叫豆豆。它特别能吃，一天到晚都要让我吃零食。"
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is not None and rejected.reason == "echo" and shown == ""
+    # Its words turned to "you", or the companion's own "I", are replies.
+    for reply in ("豆豆是你的柯基，它特别能吃零食。", "我也很喜欢柯基！豆豆几岁了？"):
+        assert run(ReplyGuard(message), reply) == (reply, None)
