@@ -57,6 +57,7 @@ no I/O, no clock; one guard per attempt.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -1108,8 +1109,8 @@ class ReplyGuard:
         the sentence's character pairs are the message's, the speaker among them."""
         if len(said) < CLAIM_CJK_MIN or not all(_is_cjk(w) or w in ("1", "2") for w in said):
             return False
-        theirs = set(zip(self._said, self._said[1:]))
-        pairs = list(zip(said, said[1:]))
+        theirs = set(itertools.pairwise(self._said))
+        pairs = list(itertools.pairwise(said))
         if not any("1" in pair and pair in theirs for pair in pairs):
             return False
         return sum(pair in theirs for pair in pairs) >= CLAIM_CJK_SHARE * len(pairs)
