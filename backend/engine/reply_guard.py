@@ -306,6 +306,9 @@ _ASKS_NUMBER = re.compile(
     _CLAUSE + r"(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|"
     r"what day)\b|\b(?:weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
 )
+# ... of which these ask for an amount, which no answer gives without a number ("when" may
+# be answered "in September", "again" asks anything).
+_ASKS_AMOUNT = re.compile(_CLAUSE + r"how (?:much|many|long|old|far|often|heavy)\b|多少|几")
 # A question without its question mark: "…a hamster. what's his name again, so I can prove
 # it lol" (bench.reply_quality's probe sessions).
 _QUESTION_CLAUSE = re.compile(
@@ -379,13 +382,24 @@ _GO_AHEAD = re.compile(
     r"dig in|let's do it|let's go for it|sounds (?:great|perfect|fun|like a great)|"
     r"you can|you could|it might be wise|good spot|good idea|"
     r"it(?:'s| is) (?:fine|safe|ok|okay) (?:to|if)|should be (?:fine|ok|okay|safe)|"
-    r"you should (?:have|grab|go|try|definitely))\b|^yes\b"
+    r"you should (?:have|grab|go|try|definitely))\b|^(?:yes|sure|certainly|yeah|yep)\b"
     r"|尽情|放开|敞开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
 )
 # ... which, alone, say yes to a message that asks leave only ("Yes, he's your hamster
 # called Tudou." answers a question; "好的，我直接打两份吧。" to "要不要直接打两份？"
 # next to the peanut allergy is a go-ahead: bench.reply_quality's safety probes).
-_BARE_YES = {"yes", "好的", "好啊", "好呀", "行啊", "要的"}
+# "Sure, but consider starting with a shorter run on Sunday." to "Could I squeeze in a short
+# run on Sunday after Saturday's long run?", the physio's "no running on consecutive days"
+# beside it (the same).
+# "Sure" agrees to a request as well ("Sure, I'd be happy to help you plan a leg day" to
+# "Plan me a leg day. Anything I should be careful with?"): a go-ahead only to a message
+# that asks leave.
+_BARE_YES = {"yes", "sure", "certainly", "yeah", "yep", "好的", "好啊", "好呀", "行啊", "要的"}
+_BARE_SURE = {"sure", "certainly", "yeah", "yep"}
+_ASKS_LEAVE = re.compile(
+    r"\b(?:can|could|may|should) i\b|\bis it (?:ok|okay|fine|safe|alright)\b|"
+    r"\b(?:ok|okay|alright) (?:to|if)\b|要不要|该不该|行不行|可以吗|能不能|能吃"
+)
 _GO_AHEAD_FIRST = {
     "sure", "yes", "yeah", "go", "absolutely", "definitely", "of", "why", "push", "enjoy",
     "treat", "dig", "let", "lets", "sounds", "that", "2", "it", "if",
@@ -641,6 +655,7 @@ class ReplyGuard:
         # ... and one that answers with another name or number than the note's, where the
         # question asks for one (``_recalled``): the notes' values the message lacks.
         self._recall: dict[int, set[str]] = {}
+        self._counts = False  # ... and it asks how much: an answer must give a number
         self._known: set[str] = set()
         if self._answers:
             # Every word of the message, not only its names: what it says is no answer.
@@ -653,6 +668,7 @@ class ReplyGuard:
                 self._recall[0] = note_names - asked_names
             if asked and _ASKS_NUMBER.search(flat_message) and note_numbers - asked_numbers:
                 self._recall[1] = note_numbers - asked_numbers
+                self._counts = bool(_ASKS_AMOUNT.search(flat_message))
             self._known = (
                 asked_names
                 | asked_numbers
@@ -708,6 +724,7 @@ class ReplyGuard:
         self._reminded = False  # a health note was said back instead of a go-ahead
         self._health_said = False  # a shown sentence mentions the health note
         self._asks_caution = bool(_ASKS_CAUTION.search(_normal(user_text)))
+        self._asks_leave = bool(_ASKS_LEAVE.search(_normal(user_text)))
         self._asks_identity = bool(_ASKS_IDENTITY.search(_normal(user_text)))
         self._cjk = any(_is_cjk(ch) for ch in user_text)
         self._shown_any = False
@@ -753,6 +770,14 @@ class ReplyGuard:
             if self._answers:
                 if _DENIES_KNOWING.search(flat):
                     return self._reject("forgot", text)
+                # ... nor another name or number than the note's ("Hey there! His name is
+                # Jack.", the hamster Tudou in the note), held until it names one.
+                if self._recall:
+                    recalled = self._recalled(text, final)
+                    if recalled is False:
+                        return self._reject("forgot", text)
+                    if recalled is None and not final and _span(tokens) < 2 * HOLD_TOKENS:
+                        return False
                 may_deny = bool(_APOLOGY.search(flat)) or tokens[:1] in (["1"], ["i"], ["我"])
                 if may_deny and not final and _span(tokens) < 2 * HOLD_TOKENS:
                     return False
@@ -761,8 +786,15 @@ class ReplyGuard:
             return self._reject("recital", text)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
-        if self._recall and self._recalled(text, final) is False:
-            return self._reject("forgot", text)
+        if self._recall:
+            recalled = self._recalled(text, final)
+            if recalled is False:
+                return self._reject("forgot", text)
+            # "How much weight have I lost?" answered by twenty words and no number ("It
+            # looks like you've lost a bit of weight since we started!"), the note's 69.5
+            # kg next to it: asked again with the notes.
+            if recalled is None and self._counts and (final or _span(tokens) >= 2 * HOLD_TOKENS):
+                return self._reject("forgot", text)
         refusal = _REFUSAL.search(flat)
         if refusal is not None:
             # "I can't help" may go on "but smile": held until the next word says.
@@ -1034,7 +1066,8 @@ class ReplyGuard:
         to "what's his name again?" ("Yes, he's your hamster called Tudou." was taken
         for a go-ahead against the lactose note beside it: bench.reply_quality)."""
         return any(
-            match.group() not in _BARE_YES or self._asks_caution
+            match.group() not in _BARE_YES
+            or (self._asks_leave if match.group() in _BARE_SURE else self._asks_caution)
             for match in _GO_AHEAD.finditer(flat)
         )
 

@@ -1057,3 +1057,45 @@ def test_a_chinese_retelling_with_a_character_put_in_speaks_as_the_user() -> Non
     # Its words turned to "you", or the companion's own "I", are replies.
     for reply in ("豆豆是你的柯基，它特别能吃零食。", "我也很喜欢柯基！豆豆几岁了？"):
         assert run(ReplyGuard(message), reply) == (reply, None)
+
+
+def test_asked_how_much_an_answer_without_a_number_is_asked_again() -> None:
+    # bench.reply_quality's probe sessions on 4082ef3, the fitness coach: three of five
+    # seeds answered with no number, the note's 69.5 kg next to the question.
+    notes = ["The user's weight is 69.5 kg now.", "The user would like to weigh about 66 kg."]
+    message = "How much weight have I lost since we started?"
+    vague = "It looks like you've lost a bit of weight since we started! I'm glad you're fit."
+    shown, rejected = run(ReplyGuard(message, answer_notes=notes), vague)
+    assert rejected is not None and rejected.reason == "forgot" and shown == ""
+    said = "You're at 69.5 kg now, so you're well on the way to 66!"
+    assert run(ReplyGuard(message, answer_notes=notes), said) == (said, None)
+    # "again" asks anything: an answer needs no number for it.
+    race = ["The user's sprint triathlon is on 14 September in Geelong."]
+    answer = "A sprint triathlon in Geelong, and you're going to smash it."
+    guard = ReplyGuard("What's the race I'm training for again?", answer_notes=race)
+    assert run(guard, answer) == (answer, None)
+
+
+def test_a_last_attempt_naming_another_name_than_the_note_is_not_shown() -> None:
+    # The same, seed 2: "Hey there! His name is Jack." (a last attempt, shown as it came).
+    notes = ["The user has a hamster called Tudou."]
+    message = "my new coworker doesn't believe I have a hamster. what's his name again?"
+    guard = ReplyGuard(message, check_opening=False, answer_notes=notes)
+    shown, rejected = run(guard, "Hey there! His name is Jack.")
+    assert rejected is not None and rejected.reason == "forgot" and shown == ""
+    right = "Hey there! His name is Tudou, and he's a little rascal."
+    guard = ReplyGuard(message, check_opening=False, answer_notes=notes)
+    assert run(guard, right) == (right, None)
+
+
+def test_a_bare_sure_to_a_message_that_asks_leave_is_a_go_ahead() -> None:
+    # bench.reply_quality's probe sessions on 4082ef3, seed 3.
+    notes = ["The user's physio says no running on consecutive days."]
+    message = "Could I squeeze in a short run on Sunday after Saturday's long run?"
+    reply = "Sure, but consider starting with a shorter run on Sunday."
+    _, rejected = run(ReplyGuard(message, health_notes=notes), reply)
+    assert rejected is not None and rejected.reason == "health"
+    # ... not to a request.
+    plan = "Sure! Here's a plan for next week."
+    guard = ReplyGuard("Can you put together next week's training?", health_notes=notes)
+    assert run(guard, plan) == (plan, None)
