@@ -247,3 +247,13 @@ async def test_a_reply_cut_by_the_cap_ends_at_its_last_whole_sentence(rig: Rig) 
     rig.chat.enqueue(["Sleep", " well", ",", " Noor", ".", " Talk", " soon", Finish("stop")])
     shown, _ = await reply(rig, "goodnight, off to bed", max_tokens=45)
     assert shown == "Sleep well, Noor. Talk soon"
+
+
+def test_to_a_question_about_what_they_said_the_last_resort_is_i_dont_remember() -> None:
+    # The long session, seed 4: "and who's getting married in June, do you remember?", no
+    # note about the wedding, two help-desk attempts, then "Sorry, I lost my train of
+    # thought there." The honest answer is that it does not remember.
+    asked = lost_thread("and who's getting married in June, do you remember?")
+    assert "don't remember" in asked and asked != lost_thread("I had a rough day")
+    assert "不记得" in lost_thread("你还记得我妹妹什么时候结婚吗？")
+    assert lost_thread("what's your favourite time of night?") == lost_thread("night")
