@@ -93,6 +93,7 @@ RESTATED_SHARE = 0.8  # "It has been raining all day here…": 0.846
 # may be an honest answer in the card's words ("I'm Companion, an AI friend people talk
 # to in the evening": ten).
 RECITED_RUN = 12
+RECITED_ON = 6  # ... and the sentence after one such, which goes on with the rule
 RESTATED_RUN = 4
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
@@ -383,6 +384,7 @@ _GO_AHEAD = re.compile(
     r"you can|you could|it might be wise|good spot|good idea|"
     r"it(?:'s| is) (?:fine|safe|ok|okay) (?:to|if)|should be (?:fine|ok|okay|safe)|"
     r"you should (?:have|grab|go|try|definitely))\b|^(?:yes|sure|certainly|yeah|yep)\b"
+    r"|好主意|听起来(?:很|挺|真|不错)?(?:可行|不错|有趣|好玩|棒)|很可行"
     r"|尽情|放开|敞开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
 )
 # ... which, alone, say yes to a message that asks leave only ("Yes, he's your hamster
@@ -513,6 +515,14 @@ def _contracted(match: re.Match[str]) -> str:
 
 def _mirrored(tokens: Sequence[str]) -> list[str]:
     return [{"1": "2", "2": "1"}.get(t, t) for t in tokens]
+
+
+def _to_you(text: str) -> str:
+    """A rule as said to the user: "You may get notes about the user from earlier chats.
+    When the user asks about themselves…" came back as "…notes about you from earlier
+    chats. When you ask about themselves…" (bench.reply_quality's safety probes)."""
+    text = re.sub(r"\bthe user's\b", "your", text, flags=re.IGNORECASE)
+    return re.sub(r"\bthe user\b", "you", text, flags=re.IGNORECASE)
 
 
 def _starts_with(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
@@ -705,13 +715,20 @@ class ReplyGuard:
             if len(sentence) >= REPEAT_START_TOKENS
         }
         # The persona card's and the app's rules' runs of ``RECITED_RUN`` tokens, as
-        # written and with "I"/"you" swapped: a sentence with one is left out.
-        self._recited = {
-            tuple(seq[i : i + RECITED_RUN])
+        # written, with "I"/"you" swapped, and with "the user" said as "you": a sentence
+        # with one is left out (and the next with a run of ``RECITED_ON``).
+        seqs = [
+            seq
             for text in instructions
-            for seq in (words(text), _mirrored(words(text)))
-            for i in range(len(seq) - RECITED_RUN + 1)
+            for seq in (words(text), _mirrored(words(text)), words(_to_you(text)))
+        ]
+        self._recited = {
+            tuple(seq[i : i + n])
+            for seq in seqs
+            for n in (RECITED_RUN, RECITED_ON)
+            for i in range(len(seq) - n + 1)
         }
+        self._reciting = False  # the last sentence was left out as a recital
         self._opening = check_opening
         self._held = ""
         # Even an unchecked opening is held for the health check and while it copies the
@@ -781,6 +798,14 @@ class ReplyGuard:
                 may_deny = bool(_APOLOGY.search(flat)) or tokens[:1] in (["1"], ["i"], ["我"])
                 if may_deny and not final and _span(tokens) < 2 * HOLD_TOKENS:
                     return False
+            # ... nor a refusal ("I'm sorry, but I cannot help with that request." to a
+            # 10k race next to an Achilles note): the caller says the note or asks them to
+            # go on instead. Held while an apology may still become one.
+            if _REFUSAL.search(flat) and not (flat.endswith("help") and not final):
+                return self._reject("refusal", text)
+            apology = _APOLOGY.search(flat) and not _SYMPATHY.search(flat)
+            if apology and len(said) == 1 and not final and _span(tokens) < 2 * HOLD_TOKENS:
+                return False
             return self._judge_health(text, flat, said, tokens, final)
         if _RECITES_NOTES.search(flat):
             return self._reject("recital", text)
@@ -1049,10 +1074,11 @@ class ReplyGuard:
 
     def _recites_instructions(self, sentence: str) -> bool:
         said = words(sentence)
-        return any(
-            tuple(said[i : i + RECITED_RUN]) in self._recited
-            for i in range(len(said) - RECITED_RUN + 1)
+        n = RECITED_ON if self._reciting else RECITED_RUN
+        self._reciting = any(
+            tuple(said[i : i + n]) in self._recited for i in range(len(said) - n + 1)
         )
+        return self._reciting
 
     def _against_health(self, sentence: str) -> bool:
         """A go-ahead, later in the reply, that says nothing of a recalled health note."""

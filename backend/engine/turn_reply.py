@@ -324,10 +324,11 @@ class Turn:
         attempt whose opening is a refusal, an echo, a repeat of an earlier reply or a
         help-desk line is stopped before anything of it is shown, and sampled again with a
         hint for the model (and another seed); the last attempt is shown whatever it
-        says, unless it gives a go-ahead against a recalled health note or says the
-        message back: then the note is said back instead (``health_reminder``), or, with
-        no note, a plain request to go on (``lost_thread``). Help-desk sentences are left
-        out of every attempt. A continuation, or a guard switched off
+        says, unless it gives a go-ahead against a recalled health note, says the
+        message back or refuses: then the note is said back instead (``health_reminder``),
+        or, to a refusal or with no note, a plain request to go on (``lost_thread``).
+        Help-desk sentences are left out of every attempt. A continuation, or a guard
+        switched off
         (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
         user_text, earlier = _conversation(messages)
@@ -412,7 +413,7 @@ class Turn:
             if last:  # the last attempt is checked for a go-ahead, an echo, "I don't know"
                 if rejected.reason == "forgot":
                     yield TextDelta(recall_reminder(user_text, self.answer_notes))
-                elif self.health_notes:
+                elif self.health_notes and rejected.reason != "refusal":
                     yield TextDelta(health_reminder(user_text, self.health_notes))
                 else:
                     yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))

@@ -80,6 +80,17 @@ async def test_an_echo_is_never_shown_even_when_every_attempt_echoes(rig: Rig) -
     assert rejected == ["echo", "echo"] and shown == "I had a feeling you'd say that."
 
 
+async def test_a_refusal_is_never_shown_even_when_every_attempt_refuses(rig: Rig) -> None:
+    refusal = ["I", "'m", " sorry", ",", " but", " I", " cannot", " help", " with", " that",
+               " request", "."]  # fmt: skip
+    for _ in range(3):
+        rig.chat.enqueue(list(refusal))
+    message = "a friend signed me up for a 10k on Sunday, I want to go flat out"
+    shown, rejected = await reply(rig, message)
+    assert rejected == ["refusal", "refusal", "refusal"]
+    assert shown == lost_thread(message)
+
+
 async def test_help_desk_lines_are_left_out_of_the_reply(rig: Rig) -> None:
     rig.chat.enqueue(
         ["Night", " shifts", " are", " hard", ".", " Is", " there", " anything", " else",
