@@ -335,6 +335,11 @@ _QUESTION = re.compile(
 )
 
 
+def asks_caution(user_text: str) -> bool:
+    """The message asks leave or what to be careful with (a health note may answer it)."""
+    return bool(_ASKS_CAUTION.search(_normal(user_text)))
+
+
 def asks_question(user_text: str) -> bool:
     """The message asks something (a recalled note may answer it)."""
     flat = _normal(user_text)

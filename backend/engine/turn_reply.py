@@ -34,7 +34,7 @@ from backend.engine.prompt import (
     MEMORY_PREAMBLE,
     second_person,
 )
-from backend.engine.reply_guard import Rejection, ReplyGuard
+from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
 from backend.llm.port import (
@@ -411,10 +411,16 @@ class Turn:
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
             if last:  # the last attempt is checked for a go-ahead, an echo, "I don't know"
+                # The note the message is about: a health note to a go-ahead or to a
+                # message that asks leave; else the notes that answer a question (not the
+                # lactose note to "what's his name again?", a third echo: the probes).
+                health = rejected.reason == "health" or asks_caution(user_text)
                 if rejected.reason == "forgot":
                     yield TextDelta(recall_reminder(user_text, self.answer_notes))
-                elif self.health_notes and rejected.reason != "refusal":
+                elif self.health_notes and health and rejected.reason != "refusal":
                     yield TextDelta(health_reminder(user_text, self.health_notes))
+                elif self.answer_notes and rejected.reason != "refusal":
+                    yield TextDelta(recall_reminder(user_text, self.answer_notes))
                 else:
                     yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))
                 yield Finish("stop")

@@ -203,6 +203,25 @@ async def test_when_every_attempt_forgets_the_note_the_note_is_said(rig: Rig) ->
     assert recall_reminder("我的猫叫什么？", [cat]).startswith("我记得你说过：")
 
 
+async def test_a_last_echo_to_a_question_says_the_note_that_answers_not_a_health_note(
+    rig: Rig,
+) -> None:
+    # bench.reply_quality's probe sessions on d732007, seed 2: three failed attempts at the
+    # hamster question ended in "Hold on, I remember this: You are lactose intolerant…".
+    ns = Namespace("u1", "companion")
+    hamster = "The user has a hamster called Tudou."
+    lactose = "The user is lactose intolerant."
+    rig.long_term.create(ns, rig.long_term.new_memory(hamster, category="relationship"))
+    rig.long_term.create(ns, rig.long_term.new_memory(lactose, category="health", importance=0.9))
+    message = "what is my hamster called again?"
+    echo = ["What", " is", " my", " hamster", " called", " again", "?"]
+    for _ in range(3):
+        rig.chat.enqueue(list(echo))
+    shown, rejected = await reply(rig, message)
+    assert rejected == ["echo", "echo", "echo"]
+    assert shown == "I do remember what you told me: You have a hamster called Tudou."
+
+
 async def test_a_sentence_of_the_persona_card_is_left_out_of_the_reply(rig: Rig) -> None:
     ns = Namespace("u1", "companion")
     knee = "The user has a torn meniscus in their right knee."
