@@ -325,11 +325,12 @@ class Turn:
         help-desk line is stopped before anything of it is shown, and sampled again with a
         hint for the model (and another seed); the last attempt is shown whatever it
         says, unless it gives a go-ahead against a recalled health note, says the
-        message back or refuses: then the note is said back instead (``health_reminder``),
-        or, to a refusal or with no note, a plain request to go on (``lost_thread``).
+        message back or refuses: then the health note is said back instead, to a go-ahead
+        or a message that asks leave (``health_reminder``), or the notes that answer the
+        question (``recall_reminder``), or, to a refusal or with neither, a plain request
+        to go on (``lost_thread``).
         Help-desk sentences are left out of every attempt. A continuation, or a guard
-        switched off
-        (``chat.reply_guard``), streams as the model writes."""
+        switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
         user_text, earlier = _conversation(messages)
         if self._target is not None and self.kind == "regenerate":
