@@ -126,6 +126,8 @@ VERSE_LINE = 14  # the most tokens of a line of verse
 # Said to the model for a retry, about "them", never "the user": worded so, the 1.5B said
 # the hint's words back to the user ("I do not know the user's most recent message.",
 # three times in a 67-turn evening: bench.reply_quality's long part).
+CHINESE = "Chinese (请用中文回答)"
+IN_CHINESE = "请用中文回答。"
 HINTS: dict[Reason, str] = {
     # No list of kinds of request: "(a joke, a story, a poem…)" got "Sure, let me give
     # you a joke:" to a message about booking a trip (bench.reply_quality's probes).
@@ -333,6 +335,25 @@ _CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
 )
+
+
+def language_lead(user_text: str, earlier_replies: Sequence[str]) -> str | None:
+    """The language hint, before the first attempt, for a message in the other script than
+    the reply before it (the 1.5B answered "我奶奶今年八十三岁了…" in English after an
+    English evening, and only a retry asked for Chinese: the long session). None when the
+    script stays, or either may do (``_script``)."""
+    if not earlier_replies:
+        return None
+    script = _script(words(user_text), earlier_replies, user_text)
+    last = words(earlier_replies[-1])
+    if script is None or not last:
+        return None
+    last_cjk = sum(map(_is_cjk, last)) * 2 >= len(last)
+    if script == "cjk" and not last_cjk:
+        return HINTS["language"].format(language=CHINESE)
+    if script == "latin" and last_cjk:
+        return HINTS["language"].format(language="English")
+    return None
 
 
 def asks_caution(user_text: str) -> bool:
@@ -704,7 +725,7 @@ class ReplyGuard:
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in HINTS  # every hint: the echo one was said back whole (messages)
-        ]
+        ] + [words(IN_CHINESE)]
         # Sentences are compared with the session's earlier replies too, not only the
         # prompt's: a long evening's formula ("That's great to hear!") comes back once the
         # reply that said it has left the short-term window.
@@ -988,9 +1009,13 @@ class ReplyGuard:
         else:
             notes = " ".join(self._health)
         # Said in Chinese too: in an ongoing session of English replies, the 1.5B answered
-        # a Chinese message in English three times over an English-only hint.
-        language = "Chinese (请用中文回答)" if self._script == "cjk" else "English"
+        # a Chinese message in English three times over an English-only hint; and after
+        # the echo hint, in English ("Your grandma is a…", "I think you should…": the long
+        # session's Chinese stretch), so every hint to a Chinese message asks for Chinese.
+        language = CHINESE if self._script == "cjk" else "English"
         hint = HINTS[reason].format(notes=notes, language=language)
+        if self._script == "cjk" and reason != "language":
+            hint = f"{hint} {IN_CHINESE}"
         return Rejection(reason, text, hint)
 
     # --- the stream ----------------------------------------------------------------------
