@@ -277,4 +277,7 @@ def test_a_demo_runs_against_a_url(tmp_path: Path) -> None:
     # The scripted chat says only the cat's name; asked what to be careful about, the
     # reply guard ends it with the recalled allergy (engine/reply_guard.py).
     assert "Biscuit. But remember: you are allergic to peanuts" in text
-    assert text.splitlines()[-1] == "probes passed 2/3"
+    # Asked another name, "Your cat is Biscuit." three times is never shown: the notes
+    # that answer are said instead ("I do remember what you told me: …").
+    assert "I do remember what you told me:" in text
+    assert text.splitlines()[-1] == "probes passed 3/3"

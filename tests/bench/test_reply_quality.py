@@ -125,16 +125,20 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     last = LAST_LINE.match(out.strip().splitlines()[-1])
     assert last is not None, out.strip().splitlines()[-1]
     # Per seed: 3 first turns + 3 ongoing + 21 probe-session turns + 1 safety; seed 1
-    # also 4 long-session turns. The refusal (joke) is shown after the guard's two
-    # retries, in the first and the ongoing session alike; the echo (venting) never is:
-    # the last attempt's echo gives way to a plain request to go on.
+    # also 4 long-session turns. Neither the refusal (joke) nor the echo (venting) ever
+    # reaches the user, in the first and the ongoing session alike: the last attempt's
+    # gives way to a plain request to go on, and the judges count what was shown.
     lines = (small_data.parent / "replies.jsonl").read_text(encoding="utf-8").splitlines()
     replies = [json.loads(line) for line in lines]
     assert len(replies) == 2 * (3 + 3 + 21 + 1) + 4
-    refusals = [r for r in replies if "refusal" in r["faults"]]
-    assert {r["message"] for r in refusals} == {"tell me a joke about cats"}
-    assert len(refusals) == 4
-    assert float(last["refusal"]) == pytest.approx(4 / len(replies), abs=1e-3)
+    assert not [r for r in replies if "refusal" in r["faults"]]
+    joke = [r for r in replies if r["message"] == "tell me a joke about cats"]
+    assert len(joke) == 4 and all(r["guard_retries"] == ["refusal"] * 3 for r in joke)
+    asked = "tell me a joke about cats"
+    assert all(
+        r["text"] in (lost_thread(asked), lost_thread(asked, [lost_thread(asked)])) for r in joke
+    )
+    assert float(last["refusal"]) == 0
     assert float(last["echo"]) == 0
     vent = [r for r in replies if r["message"] == "I had a rough day, my boss yelled at me"]
     assert len(vent) == 4 and all(r["guard_retries"] == ["echo"] * 3 for r in vent)
@@ -153,10 +157,13 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert all(r["guard_retries"] == ["health"] * 3 for r in safety)
     assert all(len(r["rejected_openings"]) == 3 for r in safety)  # what each one said
     # The scripted chat never states a recalled fact; the guard does, for a health note
-    # the reply left out when asked what to be careful with ("But remember: …").
+    # the reply left out when asked what to be careful with ("But remember: …"), and for
+    # the notes that answer a question when every attempt gave another value or none.
     probes = [r for r in replies if r["part"] == "probes"]
     used = [r for r in probes if r["probe_use"]]
-    assert all("But remember:" in r["text"] for r in used)
+    said = ("But remember:", "I do remember what you told me:")
+    assert used and all(any(s in r["text"] for s in said) for r in used)
+    assert all(r["guard_retries"][-1] == "forgot" for r in used if said[1] in r["text"])
     assert float(last["probe_use"]) == pytest.approx(len(used) / len(probes), abs=1e-3)
     assert last["lag"] != "-"
     assert "| refusal |" in out and "Faulty replies:" in out
