@@ -829,7 +829,9 @@ class ReplyGuard:
             if _REFUSAL.search(flat) and not (flat.endswith("help") and not final):
                 return self._reject("refusal", text)
             apology = _APOLOGY.search(flat) and not _SYMPATHY.search(flat)
-            if apology and len(said) == 1 and not final and _span(tokens) < 2 * HOLD_TOKENS:
+            greeting = all(w in _GREETING or w in self._names for w in tokens)
+            may_refuse = (apology and len(said) == 1) or greeting or self._risky_lead(said)
+            if may_refuse and not final and _span(tokens) < 2 * HOLD_TOKENS:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
         if _RECITES_NOTES.search(flat):
@@ -905,7 +907,7 @@ class ReplyGuard:
             or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
             or (bool(self._recall) and self._recalled(text, final) is None)
-            or (tokens[0] in _RISKY_FIRST and not self._first_sentence_safe(said))
+            or self._risky_lead(said)
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
@@ -930,6 +932,15 @@ class ReplyGuard:
         # its own to the end (``_speaks_as_user`` reads the whole sentence).
         begun = any(_copied_run(tokens, m) >= RESTATED_RUN - 1 for m in self._message)
         return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
+
+    def _risky_lead(self, said: Sequence[str]) -> bool:
+        """The opening's first sentence, or the one after a bare greeting, starts "I…",
+        "Sorry…", "No…" and is not yet whole and safe: "Hey there! I can't help with
+        that." to "got any dad jokes?" was shown from "Hey there! I" (the messages part)."""
+        if len(said) > 1 and all(w in _GREETING or w in self._names for w in words(said[0])):
+            said = said[1:]
+        first = words(said[0])[:1] if said else []
+        return bool(first) and first[0] in _RISKY_FIRST and not self._first_sentence_safe(said)
 
     @staticmethod
     def _first_sentence_safe(said: Sequence[str]) -> bool:

@@ -1155,3 +1155,18 @@ def test_a_message_in_the_other_script_than_the_last_reply_asks_for_its_language
     _, rejected = run(ReplyGuard(message), "我奶奶今年八十三岁了，身体还挺好的。")
     assert rejected is not None and rejected.reason == "echo"
     assert rejected.hint.endswith("请用中文回答。")
+
+
+def test_a_refusal_behind_a_greeting_is_held_and_stopped() -> None:
+    # bench.reply_quality's messages on d732007, seed 1: shown from "Hey there! I".
+    shown, rejected = run(
+        ReplyGuard("got any dad jokes? I need a laugh tonight"),
+        "Hey there! I can't help with that.",
+    )
+    assert rejected is not None and rejected.reason == "refusal" and shown == ""
+    joke = "Hey there! I've got one: why did the scarecrow win an award?"
+    assert run(ReplyGuard("got any dad jokes? I need a laugh tonight"), joke) == (joke, None)
+    # ... on the last attempt too.
+    guard = ReplyGuard("got any dad jokes?", check_opening=False)
+    shown, rejected = run(guard, "Hey there! I can't help with that.")
+    assert rejected is not None and rejected.reason == "refusal" and shown == ""
