@@ -337,25 +337,6 @@ _QUESTION = re.compile(
 )
 
 
-def language_lead(user_text: str, earlier_replies: Sequence[str]) -> str | None:
-    """The language hint, before the first attempt, for a message in the other script than
-    the reply before it (the 1.5B answered "我奶奶今年八十三岁了…" in English after an
-    English evening, and only a retry asked for Chinese: the long session). None when the
-    script stays, or either may do (``_script``)."""
-    if not earlier_replies:
-        return None
-    script = _script(words(user_text), earlier_replies, user_text)
-    last = words(earlier_replies[-1])
-    if script is None or not last:
-        return None
-    last_cjk = sum(map(_is_cjk, last)) * 2 >= len(last)
-    if script == "cjk" and not last_cjk:
-        return HINTS["language"].format(language=CHINESE)
-    if script == "latin" and last_cjk:
-        return HINTS["language"].format(language="English")
-    return None
-
-
 def asks_caution(user_text: str) -> bool:
     """The message asks leave or what to be careful with (a health note may answer it)."""
     return bool(_ASKS_CAUTION.search(_normal(user_text)))

@@ -34,7 +34,7 @@ from backend.engine.prompt import (
     MEMORY_PREAMBLE,
     second_person,
 )
-from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution, language_lead
+from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
 from backend.llm.port import (
@@ -336,9 +336,6 @@ class Turn:
         if self._target is not None and self.kind == "regenerate":
             earlier.append(self._target.content)  # a regeneration is asked to differ
         hints: list[str] = []
-        lead = language_lead(user_text, earlier) if on else None
-        if lead is not None:  # the message changes language: said before the first attempt
-            hints.append(lead)
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
             guard = (

@@ -12,7 +12,6 @@ from backend.engine.reply_guard import (
     HOLD_TOKENS,
     Rejection,
     ReplyGuard,
-    language_lead,
     restricts,
     words,
 )
@@ -1137,21 +1136,10 @@ def test_a_chinese_good_idea_is_a_go_ahead_next_to_a_health_note() -> None:
     assert rejected is not None and rejected.reason == "health"
 
 
-def test_a_message_in_the_other_script_than_the_last_reply_asks_for_its_language() -> None:
-    # The long session: "我奶奶今年八十三岁了，身体还挺好的" after an English evening got
-    # "That's great to hear" first, then, after the English echo hint, "Your grandma is a…".
-    english = ["Oh, that sounds like a lovely evening! What are you reading?"]
+def test_every_retry_hint_to_a_chinese_message_asks_for_chinese() -> None:
+    # The long session: after the (English) echo hint, "我奶奶今年八十三岁了，身体还挺好的"
+    # got "Your grandma is a…".
     message = "我奶奶今年八十三岁了，身体还挺好的"
-    lead = language_lead(message, english)
-    assert lead is not None and "请用中文回答" in lead
-    assert language_lead("my grandma turned 83 this year", ["你奶奶身体真好！"]) == (
-        "Reply in English, the language of their message."
-    )
-    # The same script, a first message, or a language named: nothing said before.
-    assert language_lead(message, ["你奶奶身体真好！"]) is None
-    assert language_lead(message, []) is None
-    assert language_lead("how do you say grandma in Chinese?", ["你奶奶身体真好！"]) is None
-    # Every retry's hint to a Chinese message asks for Chinese too.
     _, rejected = run(ReplyGuard(message), "我奶奶今年八十三岁了，身体还挺好的。")
     assert rejected is not None and rejected.reason == "echo"
     assert rejected.hint.endswith("请用中文回答。")
