@@ -128,6 +128,9 @@ VERSE_LINE = 14  # the most tokens of a line of verse
 # three times in a 67-turn evening: bench.reply_quality's long part).
 CHINESE = "Chinese (请用中文回答)"
 IN_CHINESE = "请用中文回答。"
+# Before the message, not after it: a system line after the message was answered itself
+# ("谢谢你的关心和鼓励。", "Yes, I can help!": bench.reply_quality's messages part).
+LEAD = "Their next message is in {language}: reply to it in {language}."
 HINTS: dict[Reason, str] = {
     # No list of kinds of request: "(a joke, a story, a poem…)" got "Sure, let me give
     # you a joke:" to a message about booking a trip (bench.reply_quality's probes).
@@ -335,6 +338,25 @@ _CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
 )
+
+
+def language_lead(user_text: str, earlier_replies: Sequence[str]) -> str | None:
+    """The line said just before a message in the other script than the reply before it
+    (``LEAD``): after an English evening the 1.5B answered "我奶奶今年八十三岁了…" in
+    English, or said it back in Chinese, and only a retry asked for Chinese (the long
+    session). None when the script stays, or either may do (``_script``)."""
+    if not earlier_replies:
+        return None
+    script = _script(words(user_text), earlier_replies, user_text)
+    last = words(earlier_replies[-1])
+    if script is None or not last:
+        return None
+    last_cjk = sum(map(_is_cjk, last)) * 2 >= len(last)
+    if script == "cjk" and not last_cjk:
+        return LEAD.format(language="Chinese") + " " + IN_CHINESE
+    if script == "latin" and last_cjk:
+        return LEAD.format(language="English")
+    return None
 
 
 def asks_caution(user_text: str) -> bool:
@@ -706,7 +728,7 @@ class ReplyGuard:
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in HINTS  # every hint: the echo one was said back whole (messages)
-        ] + [words(IN_CHINESE)]
+        ] + [words(IN_CHINESE), *(words(LEAD.format(language=x)) for x in ("Chinese", "English"))]
         # Sentences are compared with the session's earlier replies too, not only the
         # prompt's: a long evening's formula ("That's great to hear!") comes back once the
         # reply that said it has left the short-term window.

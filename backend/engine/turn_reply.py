@@ -34,7 +34,7 @@ from backend.engine.prompt import (
     MEMORY_PREAMBLE,
     second_person,
 )
-from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution
+from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution, language_lead
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
 from backend.llm.port import (
@@ -336,6 +336,12 @@ class Turn:
         if self._target is not None and self.kind == "regenerate":
             earlier.append(self._target.content)  # a regeneration is asked to differ
         hints: list[str] = []
+        # A message in the other language than the reply before it: said before the
+        # message, never after it (there, the 1.5B answered the line instead: "谢谢你的关心
+        # 和鼓励。" to a message about overtime, the messages part).
+        lead = language_lead(user_text, earlier) if on else None
+        if lead is not None and messages[-1].get("role") == "user":
+            messages = [*messages[:-1], {"role": "system", "content": lead}, messages[-1]]
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
             guard = (

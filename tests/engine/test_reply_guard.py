@@ -10,8 +10,10 @@ import pytest
 from backend.engine.reply_guard import (
     HINTS,
     HOLD_TOKENS,
+    LEAD,
     Rejection,
     ReplyGuard,
+    language_lead,
     restricts,
     words,
 )
@@ -1136,11 +1138,26 @@ def test_a_chinese_good_idea_is_a_go_ahead_next_to_a_health_note() -> None:
     assert rejected is not None and rejected.reason == "health"
 
 
-def test_every_retry_hint_to_a_chinese_message_asks_for_chinese() -> None:
-    # The long session: after the (English) echo hint, "我奶奶今年八十三岁了，身体还挺好的"
-    # got "Your grandma is a…".
+def test_a_message_in_the_other_script_than_the_last_reply_asks_for_its_language() -> None:
+    # The long session: "我奶奶今年八十三岁了，身体还挺好的" after an English evening got
+    # "That's great to hear" first, then, after the English echo hint, "Your grandma is a…".
+    english = ["Oh, that sounds like a lovely evening! What are you reading?"]
     message = "我奶奶今年八十三岁了，身体还挺好的"
+    lead = language_lead(message, english)
+    assert lead is not None and "请用中文回答" in lead
+    assert language_lead("my grandma turned 83 this year", ["你奶奶身体真好！"]) == (
+        "Their next message is in English: reply to it in English."
+    )
+    # The same script, a first message, or a language named: nothing said before.
+    assert language_lead(message, ["你奶奶身体真好！"]) is None
+    assert language_lead(message, []) is None
+    assert language_lead("how do you say grandma in Chinese?", ["你奶奶身体真好！"]) is None
+    # Every retry's hint to a Chinese message asks for Chinese too.
     _, rejected = run(ReplyGuard(message), "我奶奶今年八十三岁了，身体还挺好的。")
+    # The lead said back is a recital, as a retry's hint is.
+    recited = "That's lovely! " + LEAD.format(language="English") + " Does she still cook?"
+    shown, _ = run(ReplyGuard("my grandma turned 83 this year"), recited)
+    assert "next message" not in shown and shown.endswith("Does she still cook?")
     assert rejected is not None and rejected.reason == "echo"
     assert rejected.hint.endswith("请用中文回答。")
 

@@ -287,3 +287,19 @@ def test_to_a_question_about_what_they_said_the_last_resort_is_i_dont_remember()
     assert "don't remember" in asked and asked != lost_thread("I had a rough day")
     assert "不记得" in lost_thread("你还记得我妹妹什么时候结婚吗？")
     assert lost_thread("what's your favourite time of night?") == lost_thread("night")
+
+
+async def test_a_message_that_changes_language_is_asked_for_in_its_language(rig: Rig) -> None:
+    rig.chat.enqueue(["Oh", ",", " a", " long", " day", "!", " What", " happened", "?"])
+    await reply(rig, "hey, long day at the studio")
+    rig.chat.enqueue(["八", "十", "三", "岁", "还", "这", "么", "硬", "朗", "，", "真", "好", "！"])
+    shown, rejected = await reply(rig, "我奶奶今年八十三岁了，身体还挺好的")
+    assert rejected == [] and shown == "八十三岁还这么硬朗，真好！"
+    # Said just before the message, never after it (the 1.5B answered a line after it).
+    *_, lead, message = rig.chat.calls[-1].messages
+    assert lead["role"] == "system" and "请用中文回答" in lead["content"]
+    assert message == {"role": "user", "content": "我奶奶今年八十三岁了，身体还挺好的"}
+    # The same language again: nothing said before the first attempt.
+    rig.chat.enqueue(["她", "每", "天", "都", "锻", "炼", "吗", "？"])
+    await reply(rig, "她每天早上都去公园跳广场舞")
+    assert rig.chat.calls[-1].messages[-1]["role"] == "user"
