@@ -62,7 +62,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,9 @@ class Reply:
     # the cache lacked), and those read ahead in the pause before the message.
     prompt_read: int | None = None
     read_ahead: int | None = None
+    # Long session: seconds from the message to the chat model's first piece (of its
+    # first attempt); the rest of ``ttft_s`` is the reply guard's hold and its retries.
+    model_first_s: float | None = None
     # What the reply was written from: the notes block next to the message (empty if
     # none), and the recalled notes the message is about (the guard's ``answer_notes``).
     notes_block: str = ""
@@ -409,6 +412,34 @@ async def part_safety(
     await engine.drain()
 
 
+def _time_first_pieces(chat: ChatModel) -> list[float]:
+    """Note when each generation of ``chat`` yields its first piece (its ``stream`` is
+    wrapped on the instance): the list the times go to, in order."""
+    firsts: list[float] = []
+    stream = chat.stream
+
+    def timed(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        inner = stream(*args, **kwargs)
+
+        async def pieces() -> AsyncIterator[Any]:
+            first = True
+            try:
+                async for piece in inner:
+                    if first:
+                        firsts.append(time.perf_counter())
+                        first = False
+                    yield piece
+            finally:
+                close = getattr(inner, "aclose", None)
+                if close is not None:
+                    await close()
+
+        return pieces()
+
+    chat.stream = timed  # type: ignore[method-assign]
+    return firsts
+
+
 async def part_long(
     services: Services,
     run: SeedRun,
@@ -425,12 +456,15 @@ async def part_long(
     merged: list[asyncio.Future[Any]] = []
     earlier: list[str] = []
     counted = getattr(engine.chat, "tokens_read", None) is not None
+    firsts = _time_first_pieces(engine.chat)
     before = dict(engine.chat.tokens_read) if counted else {}  # type: ignore[attr-defined]
     for n, text in enumerate(load_long()):
         lag = sum(1 for future in merged if not future.done())
         if counted:  # what the pause read ahead, then what the turn read
             now = engine.chat.tokens_read  # type: ignore[attr-defined]
             ahead, before = now["ahead"] - before["ahead"], now
+        firsts.clear()
+        sent = time.perf_counter()
         out = await send(
             engine, user_id=f"bench-long-{run.seed}", persona="companion", session_id=session,
             text=text, seed=_seed(run.seed, 4000 + n), max_tokens=max_tokens,
@@ -438,6 +472,7 @@ async def part_long(
         if out[5].merged is not None:
             merged.append(out[5].merged)
         reply = _reply("long", run.seed, session, text, out, lag_turns=lag)
+        reply.model_first_s = firsts[0] - sent if firsts else None
         if counted:
             now = engine.chat.tokens_read  # type: ignore[attr-defined]
             reply.prompt_read, reply.read_ahead = now["prompt"] - before["prompt"], ahead
@@ -448,6 +483,8 @@ async def part_long(
         timing = f"ttft {reply.ttft_s:.2f} s lag {lag}"
         if counted:
             timing += f" read {reply.prompt_read} (+{reply.read_ahead} ahead)"
+        if reply.model_first_s is not None:
+            timing += f" model {reply.model_first_s:.2f} s"
         log(f"seed {run.seed} long {n + 1}: {timing}: {_preview(reply.text)}")
         await asyncio.sleep(gap_s)
     await engine.drain()
@@ -512,6 +549,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
     timed = long or replies
     ttfts = [r.ttft_s for r in timed]
     speeds = [s for r in long if (s := r.tokens_per_s) is not None]
+    model_firsts = [f for r in long if (f := r.model_first_s) is not None]
     return {
         "replies": float(len(replies)),
         "refusal": _rate(replies, lambda r: r.verdict.refusal),
@@ -529,6 +567,8 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "ttft_p50_s": percentile(ttfts, 50) if ttfts else None,
         "ttft_max_s": max(ttfts) if ttfts else None,
         "tokens_per_s": statistics.median(speeds) if speeds else None,
+        # The model's own share of the time to the first token (before the guard's hold).
+        "model_first_p50_s": percentile(model_firsts, 50) if model_firsts else None,
         "lag_turns": float(max(r.lag_turns or 0 for r in long)) if long else None,
         "guard_retried": _rate(replies, lambda r: bool(r.guard_retries)),
     }

@@ -166,6 +166,10 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert all(r["guard_retries"][-1] == "forgot" for r in used if said[1] in r["text"])
     assert float(last["probe_use"]) == pytest.approx(len(used) / len(probes), abs=1e-3)
     assert last["lag"] != "-"
+    # The long session says how much of each time to the first token was the model's.
+    long = [r for r in replies if r["part"] == "long"]
+    assert all(0 < r["model_first_s"] <= r["ttft_s"] for r in long)
+    assert "| model_first_p50_s |" in out
     assert "| refusal |" in out and "Faulty replies:" in out
     # The stored replies report the same again, as stored and judged anew.
     stored = str(small_data.parent / "replies.jsonl")
