@@ -87,6 +87,11 @@ ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the par
 # message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
 # 好的。" to "我奶奶今年八十三岁了，身体还挺好的" (bench.reply_quality's long session).
 RESTATED_SHARE = 0.8  # "It has been raining all day here…": 0.846
+# The user's messages before this one that a sentence may not say back either: in their
+# own first person ever, turned to "you" when the message asks nothing (an answer may
+# restate what they said: "Your cat is called Pickle").
+SAID_BEFORE = 3
+SAID_BACK_OWN = 3  # words of its own a sentence that holds a whole message may add
 # A sentence that shares a run of this many tokens with the persona card or the app's
 # rules recites them (the 1.5B, bench.reply_quality's safety probes: "**You are an AI
 # companion; you have no name but Companion, no body, no shop and no family…**"); fewer
@@ -619,6 +624,25 @@ def _restates(sentence: Sequence[str], message: Sequence[str]) -> bool:
     return sum(mine) >= share * len(sentence) and sum(theirs) >= share * len(message)
 
 
+def _says_back(sentence: Sequence[str], message: Sequence[str], *, speaker: bool = False) -> bool:
+    """The sentence holds the whole message (runs of ``RESTATED_RUN`` cover
+    ``RESTATED_SHARE`` of it) and adds at most ``SAID_BACK_OWN`` words of its own:
+    "你的奶奶说" + "她每天早上都去公园跳广场舞，比我还忙哈哈" (the message before).
+    ``speaker``: only with the user's "I" among the words it copies."""
+    if len(message) < RESTATED_RUN:
+        return False
+    mine, theirs = [False] * len(sentence), [False] * len(message)
+    for i in range(len(sentence)):
+        n, j = max((_run(sentence, i, message, j), j) for j in range(len(message)))
+        if n >= RESTATED_RUN:
+            mine[i : i + n] = [True] * n
+            theirs[j : j + n] = [True] * n
+    own = _span([t for t, covered in zip(sentence, mine, strict=True) if not covered])
+    if speaker and not any(t == "1" and c for t, c in zip(sentence, mine, strict=True)):
+        return False
+    return sum(theirs) >= RESTATED_SHARE * len(message) and own <= SAID_BACK_OWN
+
+
 def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int) -> bool:
     """``reply`` from ``i`` is ``message`` from ``j``, its last token maybe a word still
     streaming ("who" of "who's", "interview" of "interviewing")."""
@@ -684,6 +708,7 @@ class ReplyGuard:
         answer_notes: Sequence[str] = (),
         session_replies: Sequence[str] = (),
         instructions: Sequence[str] = (),
+        earlier_messages: Sequence[str] = (),
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -724,6 +749,19 @@ class ReplyGuard:
         } - asked
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
+        # What no sentence says back whole (``_restates``): this message, and the ones
+        # before it when this one asks nothing. The 1.5B's Chinese stretch, shown:
+        # "你的奶奶今年八十岁了，身体健康。她每天早上都去公园跳广场舞，比我还忙哈哈。" (its
+        # second sentence the message), then "你的奶奶说她每天早上都去公园跳广场舞，比我还忙
+        # 哈哈。" to the next two messages (bench.reply_quality's long session).
+        # An answer may restate the question ("No, you cannot squeeze in a short run on
+        # Sunday…"), or an earlier message turned to "you" ("Your cat is called Pickle").
+        before = [words(text) for text in list(earlier_messages)[-SAID_BEFORE:]]
+        self._restate = [] if asks else self._message
+        self._said_before = [(seq, "1" in seq) for seq in before if "1" in seq]
+        if not asks:
+            self._said_before += [(_mirrored(seq), False) for seq in before]
+        self._echoed: list[str] = []  # sentences left out for saying a message back
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
@@ -1080,6 +1118,8 @@ class ReplyGuard:
             said = "".join(self._dropped)
             if all(s in self._flipped for s in self._dropped):
                 return self._reject("flip", said)
+            if all(s in self._echoed for s in self._dropped):
+                return self._reject("echo", said)
             helpdesk = all(is_helpdesk_sentence(s) for s in self._dropped)
             return self._reject("helpdesk" if helpdesk else "repeat", said)
         if self._health and self._asks_caution and not self._health_said:
@@ -1100,6 +1140,11 @@ class ReplyGuard:
             self._flipped.append(sentence)  # "Saffron hates the rain" → "…loves the rain"
             return True
         said = tuple(words(sentence))
+        if any(_restates(said, m) for m in self._restate) or any(
+            _says_back(said, m, speaker=speaker) for m, speaker in self._said_before
+        ):
+            self._echoed.append(sentence)
+            return True
         if _PLAN_LINE.match(sentence):
             self._listing = True
         if self._listing:
@@ -1187,7 +1232,25 @@ class ReplyGuard:
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))
             or may_flip(fragment, self._stances)
+            or self._may_say_back(so_far)
         )
+
+    def _may_say_back(self, so_far: Sequence[str]) -> bool:
+        """The sentence so far, from one of its first ``SAID_BACK_OWN`` words, copies an
+        earlier message from its start (``_left_out``): held until it ends. (Not this
+        message: the opening's checks read that one, and "Here's a short story about"
+        must not wait for its sentence's end.)"""
+        own = 0.0
+        for i, token in enumerate(so_far):
+            if own > SAID_BACK_OWN:
+                return False
+            starts = len(so_far) - i >= 2 or _is_cjk(token) or token == "1"
+            if starts and any(
+                _copies_to_end(so_far, i, m, j) for m, _ in self._said_before for j in (0, 1)
+            ):
+                return True
+            own += 0.5 if _is_cjk(token) else 1.0
+        return False
 
     def _speaks_as_user(self, sentence: str) -> bool:
         """The sentence says the user's own first-person words as the companion's ("I'm
@@ -1286,7 +1349,9 @@ class ReplyGuard:
             kept = [
                 s
                 for s in self._dropped
-                if not self._recites_hint(words(s)) and not is_helpdesk_sentence(s)
+                if not self._recites_hint(words(s))
+                and not is_helpdesk_sentence(s)
+                and s not in self._echoed
             ]
             return out + "".join(kept)
         return out

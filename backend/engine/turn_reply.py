@@ -333,6 +333,7 @@ class Turn:
         switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
         user_text, earlier = _conversation(messages)
+        said_before = _user_messages(messages)[:-1]
         if self._target is not None and self.kind == "regenerate":
             earlier.append(self._target.content)  # a regeneration is asked to differ
         hints: list[str] = []
@@ -352,6 +353,7 @@ class Turn:
                     health_notes=self.health_notes,
                     answer_notes=self.answer_notes,
                     session_replies=self.session_replies,
+                    earlier_messages=said_before,
                     instructions=(self.persona.system_prompt, *INSTRUCTIONS),
                 )
                 if on
@@ -488,20 +490,35 @@ def health_reminder(user_text: str, notes: Sequence[str]) -> str:
     return f"Hold on, I remember this: {said} Is there a way to do it that's safe for you?"
 
 
+def _text(message: Mapping[str, Any]) -> str | None:
+    """A prompt message's text (its text parts, for one with images), or None."""
+    content = message.get("content")
+    if isinstance(content, list):  # text and image parts
+        content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else None
+
+
 def _conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
     """The prompt's last user message (its text) and the assistant replies before it."""
     user_text, earlier = "", []
     for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):  # text and image parts
-            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
+        content = _text(message)
+        if content is None:
             continue
         if message.get("role") == "user":
             user_text = content
         elif message.get("role") == "assistant" and content.strip():
             earlier.append(content)
     return user_text, earlier
+
+
+def _user_messages(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The prompt's user messages, in order."""
+    return [
+        text
+        for message in messages
+        if message.get("role") == "user" and (text := _text(message)) is not None
+    ]
 
 
 def _warmer(temperature: float | None, attempt: int) -> float | None:

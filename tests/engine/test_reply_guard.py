@@ -1175,3 +1175,38 @@ def test_a_refusal_behind_a_greeting_is_held_and_stopped() -> None:
     guard = ReplyGuard("got any dad jokes?", check_opening=False)
     shown, rejected = run(guard, "Hey there! I can't help with that.")
     assert rejected is not None and rejected.reason == "refusal" and shown == ""
+
+
+def test_a_sentence_that_says_an_earlier_message_back_is_left_out() -> None:
+    # The long session's Chinese stretch on f4c5d33: the message before said back, in the
+    # user's own "我", to two messages in a row.
+    before = ["我奶奶今年八十三岁了，身体还挺好的", "她每天早上都去公园跳广场舞，比我还忙哈哈"]
+    message = "上次打电话她一直问我什么时候找男朋友"
+    said_back = "你的奶奶说她每天早上都去公园跳广场舞，比我还忙哈哈。"
+    _, rejected = run(ReplyGuard(message, earlier_messages=before), said_back)
+    assert rejected is not None and rejected.reason == "echo"
+    # The last attempt shows nothing of it (the turn then asks them to go on).
+    shown, rejected = run(
+        ReplyGuard(message, earlier_messages=before, check_opening=False), said_back
+    )
+    assert shown == "" and rejected is None
+    # ... and the earlier message said back after a sentence of its own: that one stays.
+    reply = "好的，我明白了。她每天早上都去公园跳广场舞，比我还忙哈哈。"
+    shown, rejected = run(ReplyGuard(message, earlier_messages=before), reply)
+    assert rejected is None and shown.strip() == "好的，我明白了。"
+
+
+def test_an_answer_may_say_what_they_told_before_turned_to_you() -> None:
+    before = ["my cat is called Pickle", "she is a grey tabby, about three"]
+    asked = "what was my cat's name again?"
+    shown, rejected = run(ReplyGuard(asked, earlier_messages=before), "Your cat is called Pickle!")
+    assert rejected is None and shown == "Your cat is called Pickle!"
+    # ... and a question may be answered in its own words (a safety probe's answer).
+    asked = "Could I squeeze in a short run on Sunday after Saturday's long run?"
+    answer = "No, you cannot squeeze in a short run on Sunday after Saturday's long run. Rest."
+    shown, rejected = run(ReplyGuard(asked), answer)
+    assert rejected is None and shown == answer
+    # Not so in their own first person, to a message that asks nothing.
+    reply = "Oh, my cat is called Pickle!"
+    _, rejected = run(ReplyGuard("ok she's asleep now", earlier_messages=before), reply)
+    assert rejected is not None and rejected.reason == "echo"

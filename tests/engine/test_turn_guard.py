@@ -303,3 +303,15 @@ async def test_a_message_that_changes_language_is_asked_for_in_its_language(rig:
     rig.chat.enqueue(["她", "每", "天", "都", "锻", "炼", "吗", "？"])
     await reply(rig, "她每天早上都去公园跳广场舞")
     assert rig.chat.calls[-1].messages[-1]["role"] == "user"
+
+
+async def test_a_reply_that_says_an_earlier_message_back_is_asked_again(rig: Rig) -> None:
+    # The guard is given the prompt's earlier user messages: the long session's Chinese
+    # stretch said the message before back to the next two.
+    rig.chat.enqueue(["真", "好", "！", "她", "身", "体", "怎", "么", "样", "？"])
+    await reply(rig, "我奶奶每天早上都去公园跳广场舞")
+    said_back = ["你", "的", "奶", "奶", "说", *"我奶奶每天早上都去公园跳广场舞", "。"]
+    rig.chat.enqueue(said_back)
+    rig.chat.enqueue(["她", "想", "你", "了", "吧", "？"])
+    shown, rejected = await reply(rig, "上次打电话她一直问我什么时候回家")
+    assert rejected == ["echo"] and shown == "她想你了吧？"
