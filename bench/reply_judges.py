@@ -29,7 +29,13 @@ Definitions:
   no word of its own. A reply that
   says the user's first-person words as its own is one too, wherever they are ("Tom
   made curry? I'm allergic to peanuts, but I can't eat it!": a run of at least
-  ``CLAIM_RUN`` of the message's tokens with "I" in it, not turned to "you").
+  ``CLAIM_RUN`` of the message's tokens with "I" in it, not turned to "you"). So is a
+  reply that says back one of the user's ``ECHO_BEFORE`` messages before this one, to a
+  message that asks nothing: a sentence of it copies a run of at least ``ECHO_RUN``
+  tokens of that message (all of it when shorter, pronouns folded), and the whole reply
+  adds fewer than ``ECHO_NEW`` content tokens that none of these messages has
+  ("你的奶奶说她每天早上都去公园跳广场舞，比我还忙哈哈。" to "上次打电话她一直问我什么
+  时候找男朋友", the message before said back).
 - **self_repeat**: the reply repeats an earlier reply of the same session: its opening
   sentence (at least 4 tokens) equals an earlier reply's opening sentence, or its tokens
   overlap an earlier reply's by a Jaccard index of at least 0.8.
@@ -92,6 +98,7 @@ from dataclasses import dataclass
 REFUSAL_SENTENCES = 2  # a refusal is said in the first sentences of the reply
 ECHO_RUN = 6  # tokens copied from the message in a row
 ECHO_NEW = 5  # content tokens of its own a reply needs not to be an echo
+ECHO_BEFORE = 3  # the user's earlier messages a reply may not say back either
 LEAK_RUN = 6  # tokens copied from the prompt in a row
 REPEAT_JACCARD = 0.8
 OPENING_MIN = 4  # an opening sentence shorter than this ("Hi Priya!") is no repeat
@@ -261,6 +268,29 @@ def is_echo(reply: str, message: str) -> bool:
     # An answer to a question may restate it ("Your speaking score was 6.0."): it is an
     # echo only when it adds nothing at all.
     return not own if is_question(message) else len(own) < ECHO_NEW
+
+
+def says_earlier_back(reply: str, message: str, earlier_messages: Sequence[str]) -> bool:
+    """The reply says back one of the user's ``ECHO_BEFORE`` messages before ``message``
+    (the definition of **echo** above)."""
+    if is_question(message):
+        return False
+    before = [tokens(m) for m in earlier_messages[-ECHO_BEFORE:]]
+    before = [b for b in before if b]
+    if not before:
+        return False
+    said = set(tokens(message)) | set(_mirror(tokens(message)))
+    for b in before:
+        said |= set(b) | set(_mirror(b))
+    if len({t for t in content(tokens(reply)) if t not in said}) >= ECHO_NEW:
+        return False
+    for sentence in sentences(reply):
+        toks = tokens(sentence)
+        for b in before:
+            run = max(longest_run(toks, b)[0], longest_run(toks, _mirror(b))[0])
+            if run >= min(ECHO_RUN, len(b)):
+                return True
+    return False
 
 
 def is_question(message: str) -> bool:
@@ -517,12 +547,16 @@ def judge(
     finish_reason: str | None = None,
     identity: bool = False,
     kind: str = "",
+    earlier_messages: Sequence[str] = (),
 ) -> Verdict:
     """Every fault of one reply to ``message``, given the session's ``earlier`` replies and
-    the texts of the prompt the user never sees (persona card, instructions)."""
+    user messages and the texts of the prompt the user never sees (persona card,
+    instructions)."""
     return Verdict(
         refusal=is_refusal(reply),
-        echo=is_echo(reply, message) or speaks_as_user(reply, message),
+        echo=is_echo(reply, message)
+        or speaks_as_user(reply, message)
+        or says_earlier_back(reply, message, earlier_messages),
         self_repeat=is_self_repeat(reply, earlier),
         empty_or_cut=is_empty_or_cut(reply, finish_reason),
         helpdesk=is_helpdesk(reply, identity=identity),

@@ -241,7 +241,9 @@ class Judge:
             *HINTS.values(),
         ]
 
-    def __call__(self, reply: Reply, earlier: Sequence[str]) -> None:
+    def __call__(
+        self, reply: Reply, earlier: Sequence[str], said_before: Sequence[str] = ()
+    ) -> None:
         reply.same_opening = judges.same_opening(reply.text, earlier)
         reply.claims_human = judges.claims_human(reply.text)
         reply.verdict = judges.judge(
@@ -252,6 +254,7 @@ class Judge:
             finish_reason=reply.finish,
             identity=reply.kind == "identity",
             kind=reply.kind,
+            earlier_messages=said_before,
         )
 
 
@@ -331,7 +334,7 @@ async def part_messages(
             text=item["text"], seed=_seed(run.seed, 1000 + n), max_tokens=max_tokens,
         )  # fmt: skip
         reply = _reply("ongoing", run.seed, session, item["text"], out, kind=item.get("kind", ""))
-        judge(reply, earlier)
+        judge(reply, earlier, [r.message for r in run.replies if r.session == session])
         earlier.append(reply.text)
         run.replies.append(reply)
         log(f"seed {run.seed} ongoing {n + 1}/{len(order)}: {_preview(reply.text)}")
@@ -373,7 +376,7 @@ async def part_probes(
                 if s != last:
                     continue
                 reply = _reply("probes", run.seed, session, turn.text, out, kind=script.stem)
-                judge(reply, earlier)
+                judge(reply, earlier, [r.message for r in run.replies if r.session == session])
                 earlier.append(reply.text)
                 if turn.probe is not None:
                     judge_recall(reply, turn.probe)
@@ -477,7 +480,7 @@ async def part_long(
             now = engine.chat.tokens_read  # type: ignore[attr-defined]
             reply.prompt_read, reply.read_ahead = now["prompt"] - before["prompt"], ahead
             before = now
-        judge(reply, earlier)
+        judge(reply, earlier, [r.message for r in run.replies if r.session == session])
         earlier.append(reply.text)
         run.replies.append(reply)
         timing = f"ttft {reply.ttft_s:.2f} s lag {lag}"
@@ -732,14 +735,17 @@ def rejudge(replies: Sequence[Reply], personas: PersonaRegistry) -> None:
                 probes[turn.text] = turn.probe
     safety = {p["message"]: p for p in load_safety()}
     earlier: dict[tuple[int, str, str], list[str]] = {}
+    said: dict[tuple[int, str, str], list[str]] = {}
     for reply in replies:
         persona = (
             DEFAULT_PERSONAS.get(reply.kind, "companion") if reply.part == "probes" else "companion"
         )
         key = (reply.seed, reply.part, reply.session)
         before = earlier.setdefault(key, []) if reply.session else []
-        Judge(personas, persona)(reply, before)
+        messages = said.setdefault(key, []) if reply.session else []
+        Judge(personas, persona)(reply, before, messages)
         before.append(reply.text)
+        messages.append(reply.message)
         if reply.part == "probes" and reply.message in probes:
             judge_recall(reply, probes[reply.message])
         elif reply.part == "safety" and reply.message in safety:

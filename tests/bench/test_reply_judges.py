@@ -370,3 +370,19 @@ def test_a_greeting_with_a_name_from_earlier_in_the_session_is_bare() -> None:
     message = "just made a cuppa and put my feet up. bliss"
     assert judges.unanswered("Good evening, Tomasz!", message) == "bare"
     assert judges.unanswered("Good evening, Tomasz! Tea and a sofa, perfect.", message) is None
+
+
+def test_a_reply_that_says_an_earlier_message_back_is_an_echo() -> None:
+    # The long session on f4c5d33, shown to the user: the message before said back to
+    # the next three messages, which the judge read against the current message only.
+    before = ["我奶奶今年八十三岁了，身体还挺好的", "她每天早上都去公园跳广场舞，比我还忙哈哈"]
+    message = "上次打电话她一直问我什么时候找男朋友"
+    reply = "你的奶奶说她每天早上都去公园跳广场舞，比我还忙哈哈。"
+    assert not judges.judge(reply, message).echo
+    assert judges.judge(reply, message, earlier_messages=before).echo
+    # A reply with its own words about it is none, nor an answer to a question.
+    answer = "她是想你早点安定下来吧。你奶奶每天早上都去跳广场舞，身体这么好，真让人开心！"
+    assert not judges.says_earlier_back(answer, message, before)
+    told = ["my cat is called Pickle", "she's a grey tabby, about three"]
+    assert not judges.says_earlier_back("Your cat is called Pickle!", "what's her name?", told)
+    assert judges.says_earlier_back("Your cat is called Pickle!", "she's asleep now", told)
