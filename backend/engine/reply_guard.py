@@ -119,6 +119,13 @@ CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
 # pairs are the message's ("好的，我家有一只柯基叫豆豆。": 7 of its 11)
 CLAIM_CJK_MIN = 6
 CLAIM_CJK_SHARE = 0.6
+# A Chinese first sentence that retells the message (to one that asks nothing): this share
+# of its character pairs are the message's (as said or turned to "you"), and they cover
+# this share of the message's. Seen, shown: "你的室友确实把厨房搞得一团糟，碗都堆到水槽外面
+# 了。" (0.77, 0.65), "我非常累，这一个月几乎天天加班，周末也没得到休息。" (0.62, 0.72);
+# not "很高兴你已经干了三年UI设计。" (0.50, 0.42; bench.reply_quality's messages part).
+RETOLD_SHARE = 0.52
+RETOLD_COVER = 0.4
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 # Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
 # "hey, I'm Priya. long day." has three.
@@ -341,7 +348,8 @@ _CONDITION_STEMS = {"aller", "intol", "injur", "disea", "sensi", "avoid", "must"
 _CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
 # A question: what a note can answer ("what was my cat's name again?").
 _QUESTION = re.compile(
-    r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b|吗|什么|哪|谁|几|多少"
+    r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b"
+    r"|吗|什么|哪(?!怕)|谁|几(?!乎)|多少"  # "几乎天天加班" asks nothing
 )
 
 
@@ -522,6 +530,11 @@ _COMMON_NOTE_WORDS = {"user", "users", "their", "they", "have", "with", "from", 
 
 def _is_cjk(token: str) -> bool:
     return len(token) == 1 and "\u3400" <= token <= "\ufaff"
+
+
+def _all_cjk(tokens: Sequence[str]) -> bool:
+    """Every token a CJK character (or the speaker's or listener's pronoun)."""
+    return bool(tokens) and all(_is_cjk(w) or w in ("1", "2") for w in tokens)
 
 
 def _normal(text: str) -> str:
@@ -714,6 +727,14 @@ class ReplyGuard:
         # The recalled notes the message is about, when it asks something: a reply that
         # says it does not know is asked again with them.
         asks = asks_question(user_text)
+        # A Chinese message that asks nothing may not be retold (``_retells``); next to a
+        # health note the reply's checks are the health ones ("明天搬家，你决定自己把冰箱
+        # 和书柜都扛下楼。记得你之前因为右腕扭伤…" said the note).
+        self._retold_check = (
+            any(_is_cjk(ch) for ch in user_text)
+            and not asks
+            and not any(n.strip() for n in health_notes)
+        )
         self._answers = [" ".join(n.split()) for n in answer_notes if n.strip()] if asks else []
         # ... and one that answers with another name or number than the note's, where the
         # question asks for one (``_recalled``): the notes' values the message lacks.
@@ -967,11 +988,17 @@ class ReplyGuard:
             return None
         if len(said) > 1 or final:
             first = words(said[0])
-            return True if any(_restates(first, m) for m in self._message) else None
+            if any(_restates(first, m) for m in self._message):
+                return True
+            return True if self._retold_check and self._retells(first) else None
         # Held from three: "Tom made curry for you, but I can't eat it because I'm allergic
         # to peanuts." was shown from "Tom made curry for", and said the user's words as
         # its own to the end (``_speaks_as_user`` reads the whole sentence).
         begun = any(_copied_run(tokens, m) >= RESTATED_RUN - 1 for m in self._message)
+        # ... and, to a Chinese message that asks nothing, a Chinese first sentence: it may
+        # retell the message after a lead of its own ("太好了，我终于可以吃到楼下新开的那家
+        # 米线了！" was shown from "太好了，我终于可"), which only its end tells.
+        begun = begun or (self._retold_check and _all_cjk(tokens))
         return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
 
     def _risky_lead(self, said: Sequence[str]) -> bool:
@@ -1267,6 +1294,21 @@ class ReplyGuard:
         ):
             return True
         return self._retold_cjk(said)
+
+    def _retells(self, said: Sequence[str]) -> bool:
+        """A Chinese sentence that retells the message (``RETOLD_SHARE``, ``RETOLD_COVER``),
+        as said or turned to "you"."""
+        if len(said) < CLAIM_CJK_MIN or not _all_cjk(said):
+            return False
+        pairs = set(itertools.pairwise(said))
+        for message in self._message:
+            theirs = set(itertools.pairwise(message))
+            shared = pairs & theirs
+            if len(shared) >= RETOLD_SHARE * len(pairs) and len(shared) >= RETOLD_COVER * len(
+                theirs
+            ):
+                return True
+        return False
 
     def _retold_cjk(self, said: Sequence[str]) -> bool:
         """In Chinese, with a character changed or put in: "好的，我家有一只柯基叫豆豆。" to

@@ -13,6 +13,7 @@ from backend.engine.reply_guard import (
     LEAD,
     Rejection,
     ReplyGuard,
+    asks_question,
     language_lead,
     restricts,
     words,
@@ -1210,3 +1211,41 @@ def test_an_answer_may_say_what_they_told_before_turned_to_you() -> None:
     reply = "Oh, my cat is called Pickle!"
     _, rejected = run(ReplyGuard("ok she's asleep now", earlier_messages=before), reply)
     assert rejected is not None and rejected.reason == "echo"
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        # bench.reply_quality's messages part on 564ff0f, each shown on a first attempt or
+        # a last one: the message retold in Chinese, turned to "you" or not, after a lead.
+        ("室友又把厨房搞得一团糟，碗都堆到水槽外面了，我真的要崩溃了",
+         "你的室友确实把厨房搞得一团糟，碗都堆到水槽外面了。你可能要崩溃了。"),
+        ("好累啊，这个月几乎天天加班，周末也没得休息",
+         "我非常累，这一个月几乎天天加班，周末也没得到休息。"),
+        ("今天终于吃到楼下新开的那家米线了，真的好好吃",
+         "太好了，我终于可以吃到楼下新开的那家米线了！"),
+        ("外面好安静啊，整栋楼好像就我家灯还亮着", "外面很安静，整栋楼好像还亮着我家的灯。"),
+    ],
+)  # fmt: skip
+def test_a_chinese_retelling_of_the_message_is_an_echo(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        ("我在上海做UI设计，已经干了三年了", "很高兴你已经干了三年UI设计。上海的节奏快吗？"),
+        ("我在上海做UI设计，已经干了三年了", "恭喜你，你在上海做UI设计已经干了三年了！累不累？"),
+        ("你觉得下雨天最适合做什么？", "下雨天最适合去公园散步。"),
+        ("我奶奶今年八十三岁了，身体还挺好的", "八十三岁还这么硬朗，真好！"),
+    ],
+)
+def test_a_chinese_reply_of_its_own_is_shown(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None and shown == reply
+
+
+def test_almost_every_day_asks_nothing() -> None:
+    assert not asks_question("好累啊，这个月几乎天天加班，周末也没得休息")
+    assert asks_question("你几点下班？") and asks_question("哪天有空？")
