@@ -620,6 +620,19 @@ def _copying(reply: Sequence[str], message: Sequence[str]) -> bool:
     )
 
 
+def _covered(sentence: Sequence[str], message: Sequence[str]) -> tuple[list[bool], list[bool]]:
+    """Which tokens of each lie in a run of at least ``RESTATED_RUN`` tokens they share."""
+    mine, theirs = [False] * len(sentence), [False] * len(message)
+    for i in range(len(sentence)):
+        n, j = max(
+            ((_run(sentence, i, message, j), j) for j in range(len(message))), default=(0, 0)
+        )
+        if n >= RESTATED_RUN:
+            mine[i : i + n] = [True] * n
+            theirs[j : j + n] = [True] * n
+    return mine, theirs
+
+
 def _restates(sentence: Sequence[str], message: Sequence[str]) -> bool:
     """The sentence is the message with a word or two changed: runs of at least
     ``RESTATED_RUN`` tokens they share cover ``RESTATED_SHARE`` of each (a request's
@@ -627,12 +640,7 @@ def _restates(sentence: Sequence[str], message: Sequence[str]) -> bool:
     short poem about the night bus home", cover 0.7 of the request)."""
     if len(sentence) < MIN_COMPARED + 2 or len(message) < RESTATED_RUN:
         return False
-    mine, theirs = [False] * len(sentence), [False] * len(message)
-    for i in range(len(sentence)):
-        n, j = max((_run(sentence, i, message, j), j) for j in range(len(message)))
-        if n >= RESTATED_RUN:
-            mine[i : i + n] = [True] * n
-            theirs[j : j + n] = [True] * n
+    mine, theirs = _covered(sentence, message)
     share = RESTATED_SHARE
     return sum(mine) >= share * len(sentence) and sum(theirs) >= share * len(message)
 
@@ -644,12 +652,7 @@ def _says_back(sentence: Sequence[str], message: Sequence[str], *, speaker: bool
     ``speaker``: only with the user's "I" among the words it copies."""
     if len(message) < RESTATED_RUN:
         return False
-    mine, theirs = [False] * len(sentence), [False] * len(message)
-    for i in range(len(sentence)):
-        n, j = max((_run(sentence, i, message, j), j) for j in range(len(message)))
-        if n >= RESTATED_RUN:
-            mine[i : i + n] = [True] * n
-            theirs[j : j + n] = [True] * n
+    mine, theirs = _covered(sentence, message)
     own = _span([t for t, covered in zip(sentence, mine, strict=True) if not covered])
     if speaker and not any(t == "1" and c for t, c in zip(sentence, mine, strict=True)):
         return False
