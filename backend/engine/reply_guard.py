@@ -320,6 +320,8 @@ _ASKS_NAME = re.compile(
     _CLAUSE + r"(?:who|whom|whose|where|which)\b|\b(?:name|called|again|remind me)\b"
     r"|叫什么|谁|哪"
 )
+# ... asks what someone or something is called, and nothing else will do.
+_ASKS_NAMED = re.compile(r"\b(?:name|called)\b|叫什么|名字")
 _ASKS_NUMBER = re.compile(
     _CLAUSE + r"(?:how (?:much|many|long|old|far|often|heavy)|when|what time|what date|"
     r"what day)\b|\b(?:weigh|score|require|cost|again|remind me)\b|多少|几|什么时候|哪天"
@@ -742,7 +744,9 @@ class ReplyGuard:
         # ... and one that answers with another name or number than the note's, where the
         # question asks for one (``_recalled``): the notes' values the message lacks.
         self._recall: dict[int, set[str]] = {}
-        self._counts = False  # ... and it asks how much: an answer must give a number
+        # ... and it asks how much or what something is called: an answer must give a
+        # number, or a name
+        self._counts = False
         self._known: set[str] = set()
         if self._answers:
             # Every word of the message, not only its names: what it says is no answer.
@@ -753,6 +757,7 @@ class ReplyGuard:
             asked = bool(_ASKED.search(flat_message))
             if asked and _ASKS_NAME.search(flat_message) and note_names - asked_names:
                 self._recall[0] = note_names - asked_names
+                self._counts = bool(_ASKS_NAMED.search(flat_message))
             if asked and _ASKS_NUMBER.search(flat_message) and note_numbers - asked_numbers:
                 self._recall[1] = note_numbers - asked_numbers
                 self._counts = bool(_ASKS_AMOUNT.search(flat_message))
@@ -909,7 +914,9 @@ class ReplyGuard:
                 return self._reject("forgot", text)
             # "How much weight have I lost?" answered by twenty words and no number ("It
             # looks like you've lost a bit of weight since we started!"), the note's 69.5
-            # kg next to it: asked again with the notes.
+            # kg next to it: asked again with the notes. So is "what's his name again?"
+            # answered by twenty words and no name ("Hello there! How are you doing? I'm
+            # just a little AI companion…", the hamster Tudou in the note).
             if recalled is None and self._counts and (final or _span(tokens) >= 2 * HOLD_TOKENS):
                 return self._reject("forgot", text)
         refusal = _REFUSAL.search(flat)
@@ -1048,9 +1055,11 @@ class ReplyGuard:
         message say (False), or none yet (None). A word still streaming is not read."""
         complete = text if final else re.sub(r"[\w.:]+$", "", text)
         wrong = False
+        # A wanted name counts wherever it stands ("Tudou is a hamster, and you have one.").
+        words_said = {w.lower() for w in re.findall(r"\w+", complete)}
         for kind, wanted in self._recall.items():
             said = named_values(complete)[kind]
-            if said & wanted:
+            if said & wanted or (kind == 0 and words_said & wanted):
                 return True
             wrong = wrong or bool(said - self._known)
         return False if wrong else None

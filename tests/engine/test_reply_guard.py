@@ -1249,3 +1249,23 @@ def test_a_chinese_reply_of_its_own_is_shown(message: str, reply: str) -> None:
 def test_almost_every_day_asks_nothing() -> None:
     assert not asks_question("好累啊，这个月几乎天天加班，周末也没得休息")
     assert asks_question("你几点下班？") and asks_question("哪天有空？")
+
+
+def test_asked_a_name_twenty_words_without_it_are_asked_again() -> None:
+    # bench.reply_quality's probes on 19db6ab, shown on the second attempt.
+    note = ["The user has a hamster called Tudou."]
+    asked = (
+        "my new coworker doesn't believe I have a hamster. what's his name again, so I can prove it"
+    )
+    reply = (
+        "Hello there! How are you doing? I'm just a little AI companion, but I can help "
+        "answer your question if you'd like. Do you want to know his name?"
+    )
+    shown, rejected = run(ReplyGuard(asked, answer_notes=note), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "forgot"
+    for answer in (
+        "Tell them his name is Tudou, and show them a photo of his cheeks full of seeds!",
+        "Tudou is a hamster, and you have one.",  # the name opens the sentence
+    ):
+        shown, rejected = run(ReplyGuard(asked, answer_notes=note), answer)
+        assert rejected is None and shown == answer
