@@ -64,6 +64,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from backend.engine.allergen_foods import CONDITION_NAMED, offers_ruled_out, ruled_out
 from backend.engine.flipped_likes import flips, may_flip, stated
 from backend.engine.notes_clause import NotesClauseFilter
 from backend.engine.prompt import said_to_user, second_person
@@ -776,6 +777,9 @@ class ReplyGuard:
             for w in words(note)
             if (len(w) > 3 or _is_cjk(w)) and w not in _COMMON_NOTE_WORDS
         } - asked
+        # The foods a food-allergy note rules out, named in a reply ("You could try adding a
+        # few shrimp", the shellfish note beside it): against the note (``allergen_foods``).
+        self._ruled_out = ruled_out(self._health)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         # What no sentence says back whole (``_restates``): this message, and the ones
@@ -1041,6 +1045,8 @@ class ReplyGuard:
         may still become a go-ahead); True: nothing against it."""
         if not self._health:
             return True
+        if any(self._offers_ruled_out(s) for s in (said if final else said[:-1])):
+            return self._reject("health", text)
         if self._goes_ahead(flat) and not self._mentions_health(flat, tokens):
             if final or len(said) > 1 or len(tokens) >= 2 * HOLD_TOKENS:
                 return self._reject("health", text)
@@ -1212,7 +1218,16 @@ class ReplyGuard:
         if not self._health:
             return False
         flat = _normal(sentence)
+        if self._offers_ruled_out(sentence):
+            return True
         return self._goes_ahead(flat) and not self._mentions_health(flat, words(sentence))
+
+    def _offers_ruled_out(self, sentence: str) -> bool:
+        """The sentence names a food the health note rules out, and not the note itself
+        (a generic "avoid …" elsewhere in it does not count)."""
+        if not self._ruled_out or not offers_ruled_out(sentence, self._ruled_out):
+            return False
+        return not CONDITION_NAMED.search(_normal(sentence))
 
     def _goes_ahead(self, flat: str) -> bool:
         """A go-ahead: a bare "Yes" only to a message that asks leave ("can I…?"), not

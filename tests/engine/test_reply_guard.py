@@ -285,7 +285,8 @@ def test_asked_what_to_be_careful_with_a_reply_without_the_note_ends_with_it() -
     assert shown == cake + " But remember: you are allergic to peanuts."
     pasta = "Oh, fresh pasta from your nonna sounds lovely."
     shown, _ = run(ReplyGuard("can I have seconds?", health_notes=COELIAC), pasta)
-    assert shown == pasta + " But remember: you have coeliac disease and must avoid gluten."
+    # ... and pasta, a food the note rules out (``allergen_foods``), is not praised at all.
+    assert shown == "But remember: you have coeliac disease and must avoid gluten."
 
 
 def test_naming_what_the_user_asked_about_is_not_keeping_the_note_in_mind() -> None:
