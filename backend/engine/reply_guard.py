@@ -1341,7 +1341,7 @@ class ReplyGuard:
         """In Chinese, with a character changed or put in: "好的，我家有一只柯基叫豆豆。" to
         "我家有只柯基叫豆豆，…" (bench.reply_quality's messages): ``CLAIM_CJK_SHARE`` of
         the sentence's character pairs are the message's, the speaker among them."""
-        if len(said) < CLAIM_CJK_MIN or not all(_is_cjk(w) or w in ("1", "2") for w in said):
+        if len(said) < CLAIM_CJK_MIN or not _all_cjk(said):
             return False
         theirs = set(itertools.pairwise(self._said))
         pairs = list(itertools.pairwise(said))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from backend.engine.allergen_foods import offers_ruled_out, ruled_out
-from backend.engine.reply_guard import Rejection, ReplyGuard
 
 SHELLFISH = ["The user is allergic to shellfish, especially prawns."]
 LACTOSE = ["The user is lactose intolerant; a whole tub of ice cream punished them last summer."]
@@ -49,36 +48,3 @@ def test_a_ruled_out_food_offered_is_found(notes: list[str], sentence: str) -> N
 )
 def test_a_food_kept_off_the_plate_is_not_offered(notes: list[str], sentence: str) -> None:
     assert not offers_ruled_out(sentence, ruled_out(notes))
-
-
-def feed(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
-    shown = []
-    for i in range(0, len(text), 3):
-        out = guard.feed(text[i : i + 3])
-        if isinstance(out, Rejection):
-            return "".join(shown), out
-        shown.append(out)
-    rest = guard.end()
-    if isinstance(rest, Rejection):
-        return "".join(shown), rest
-    return "".join(shown) + rest, None
-
-
-def test_the_guard_says_the_note_instead_of_the_offered_food() -> None:
-    message = "my mate's doing a massive cajun seafood boil, should I pile my plate high?"
-    reply = (
-        "Hi! It's nice to hear about your mate's birthday. Piling your plate high might be "
-        "overkill. You could try adding a few shrimp or fish to keep things interesting and "
-        "avoid overwhelming your plate."
-    )
-    shown, rejected = feed(ReplyGuard(message, health_notes=SHELLFISH), reply)
-    assert rejected is None and "shrimp" not in shown
-    assert shown.endswith("But remember: you are allergic to shellfish, especially prawns.")
-    # A reply that names the allergy may name the food it rules out.
-    named = "Since you're allergic to shellfish, the crab is out, but the corn is all yours!"
-    shown, rejected = feed(ReplyGuard(message, health_notes=SHELLFISH), named)
-    assert rejected is None and shown == named
-    # An opening that offers it is never shown either.
-    opening = "Add some crab legs! They're great."
-    shown, rejected = feed(ReplyGuard(message, health_notes=SHELLFISH), opening)
-    assert "crab" not in shown and (rejected is not None or "allergic to shellfish" in shown)

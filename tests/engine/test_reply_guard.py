@@ -1270,3 +1270,26 @@ def test_asked_a_name_twenty_words_without_it_are_asked_again() -> None:
     ):
         shown, rejected = run(ReplyGuard(asked, answer_notes=note), answer)
         assert rejected is None and shown == answer
+
+
+SHELLFISH = ["The user is allergic to shellfish, especially prawns."]
+
+
+def test_the_guard_says_the_note_instead_of_the_offered_food() -> None:
+    message = "my mate's doing a massive cajun seafood boil, should I pile my plate high?"
+    reply = (
+        "Hi! It's nice to hear about your mate's birthday. Piling your plate high might be "
+        "overkill. You could try adding a few shrimp or fish to keep things interesting and "
+        "avoid overwhelming your plate."
+    )
+    shown, rejected = run(ReplyGuard(message, health_notes=SHELLFISH), reply)
+    assert rejected is None and "shrimp" not in shown
+    assert shown.endswith("But remember: you are allergic to shellfish, especially prawns.")
+    # A reply that names the allergy may name the food it rules out.
+    named = "Since you're allergic to shellfish, the crab is out, but the corn is all yours!"
+    shown, rejected = run(ReplyGuard(message, health_notes=SHELLFISH), named)
+    assert rejected is None and shown == named
+    # An opening that offers it is never shown either.
+    opening = "Add some crab legs! They're great."
+    shown, rejected = run(ReplyGuard(message, health_notes=SHELLFISH), opening)
+    assert "crab" not in shown and (rejected is not None or "allergic to shellfish" in shown)
