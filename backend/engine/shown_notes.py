@@ -9,11 +9,11 @@ time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks
 that turn's user message, and the new turn gets a block with the best recalled notes
 (``ALWAYS_SHOWN``) when the message is about them (``pertinent``) and they were not shown
 with one of the last few messages (``RECENT_TURNS``), and otherwise only what
-the history does not show yet: notes not shown in the window, and the background if it
-changed since short-term was last trimmed; and no note formed from a message the window
-still shows verbatim (it is right there), nor one the background the prompt shows
-already says (``said_in``: compact mode rolls the session's facts into the background).
-The new prompt is then the previous one plus
+the history does not show yet: notes not shown in the window, and the background's lines
+no earlier block shows, once short-term has been trimmed since one was shown; and no
+note formed from a message the window still shows verbatim (it is right there), nor one
+the background the prompt shows already says (``said_in``: compact mode rolls the
+session's facts into the background). The new prompt is then the previous one plus
 the reply plus a short tail, and a turn with nothing new to show adds no block at all:
 each block costs its preamble and notes (~130 tokens, ~2 s to the first token of
 Qwen2.5-Coder-1.5B on two cores), so repeating the same three notes before every small-talk
@@ -195,11 +195,11 @@ class ShownNotes:
             carrier = next((s for s in reversed(earlier) if s.background), None)
             retired += [s for s in earlier if s is not carrier]
             earlier = [carrier] if carrier is not None else []
-        background = view.background if _background_news(view, earlier) else ""
+        background = background_news(view, earlier, retired)
         # A note the background the prompt shows already says (compact mode rolls the
         # session's facts into it) counts as shown: else each turn after a trim showed
         # the trimmed messages' notes under the background that holds them (~130 tokens).
-        said = background or next((s.background for s in reversed(earlier) if s.background), "")
+        said = "\n".join([*(s.background for s in earlier if s.background), background])
         covered = frozenset(m.id for m in recalled if said_in(m.content, said))
         visible = covered.union(*(s.memory_ids for s in earlier))
         read = visible.union(*(s.memory_ids for s in retired))
@@ -292,16 +292,32 @@ def said_in(note: str, background: str) -> bool:
     return bool(words) and words <= keyword_set(background)
 
 
-def _background_news(view: SessionMemoryState, earlier: list[Shown]) -> bool:
-    """Show the background if the window does not show it, or if it changed since and
-    short-term has been trimmed since: the background carries what left the window, so
-    until something has left, what it gained is still in the window, verbatim."""
-    background = view.background.strip()
+def background_news(
+    view: SessionMemoryState, earlier: Sequence[Shown], retired: Sequence[Shown] = ()
+) -> str:
+    """The background's lines that no block of the window showed (``earlier``, the blocks
+    the prompt carries, and ``retired``, those that went for the budget: as their notes,
+    not shown again), once short-term has been trimmed since a background was last shown
+    (the background carries what left the window: until something has left, what it
+    gained is still in the window, verbatim); "" when there is nothing to show.
+
+    Only the new lines: compact mode rolls each turn's facts into the background (a line
+    each), and at a trim the whole of it, 1,000-1,500 characters, is ~250-350 tokens the
+    next reply reads before its first token, 6-10 s on two cores, while the block that
+    showed the last one is still in the window (docs/benchmarks.md, "Reply quality").
+    A background rewritten as prose (the full contract) is one line: shown whole."""
+    lines = [line.strip() for line in view.background.split("\n") if line.strip()]
     last = next((s for s in reversed(earlier) if s.background), None)
-    if not background or (last is not None and last.background == background):
-        return False
-    in_window = {item.text for item in view.short_term}
-    return last is None or (bool(last.window_start) and last.window_start not in in_window)
+    if not lines:
+        return ""
+    if last is not None:
+        in_window = {item.text for item in view.short_term}
+        if not last.window_start or last.window_start in in_window:
+            return ""
+    shown = {
+        line.strip().casefold() for s in (*earlier, *retired) for line in s.background.split("\n")
+    }
+    return "\n".join(line for line in lines if line.casefold() not in shown)
 
 
 def verbatim_start(view: SessionMemoryState, messages: Sequence[Message]) -> int | None:

@@ -12,8 +12,10 @@ import pytest
 from backend.engine.prompt import BRIEF_PREAMBLE, MEMORY_PREAMBLE, second_person
 from backend.engine.shown_notes import (
     Merged,
+    Shown,
     ShownNotes,
     answer_ids,
+    background_news,
     pertinent_ids,
     verbatim_start,
 )
@@ -68,6 +70,42 @@ def test_only_what_the_window_does_not_show_yet_is_shown_again(
     third = shown.plan("s", window("and?", background="bg 2"), [MEI, TAMA], "so")
     assert third.memories == [MEI] and third.background == "bg 2"
     assert list(third.earlier) == ["and?"]
+
+
+def test_a_trim_shows_only_the_background_lines_no_block_of_the_window_showed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Compact mode rolls a line a fact into the background. The long session on 19db6ab
+    # showed its 1,016-1,504 characters whole at each trim (turns 20, 40, 49 and 61), with
+    # the last one still in the window: 226-234 tokens read before the first token.
+    monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
+    shown = ShownNotes()
+    first_lines = "The user is Mei.\nThe user's cat Pickle is a grey tabby."
+    plan = shown.plan("s", window("t0", background=first_lines), [], "t1")
+    assert plan.background == first_lines  # no background shown yet: all of it
+    shown.record("s", plan)
+    rolled = first_lines + "\nThe user's interview moved to Thursday."
+    # Nothing left the window since: what the background gained is still there.
+    assert shown.plan("s", window("t0", "t1", background=rolled), [], "t2").background == ""
+    # t0 left the window: only the line t1's block did not show.
+    plan = shown.plan("s", window("t1", background=rolled), [], "t2")
+    assert plan.background == "The user's interview moved to Thursday."
+    block = plan.shown.block
+    assert "Thursday" in block and "Pickle" not in block and "Summary" in block
+    shown.record("s", plan)
+    # Rewritten lines are new lines; the oldest ones dropped from it are not shown.
+    prose = "Mei is an architect in Manchester; her interview is on Thursday."
+    later = shown.plan("s", window("t2", background=prose), [], "t3")
+    assert later.background == prose
+
+
+def test_background_lines_of_a_block_that_went_for_the_budget_are_not_shown_again() -> None:
+    window_ = window("t2", background="The user is Mei.\nThe user lives in Leeds.")
+    went = Shown("t1", "block", frozenset(), "The user is Mei.", window_start="t0")
+    kept = Shown("t2", "block", frozenset(), "", window_start="t0")
+    assert background_news(window_, [kept], [went]) == "The user lives in Leeds."
+    # Once that block's message has left the window too, the plan stops passing it.
+    assert background_news(window_, [kept]) == "The user is Mei.\nThe user lives in Leeds."
 
 
 def test_the_best_notes_are_shown_next_to_the_message_again(
@@ -204,7 +242,7 @@ def test_the_block_with_the_current_background_outlives_the_budget(
     background = "What left the window: " + "a long summary. " * 20
     # The window was trimmed: the background is news, shown once with t2.
     plan = shown.plan("s", window(*said, background=background), [], "t2")
-    assert plan.background == background
+    assert plan.background == background.strip()
     shown.record("s", plan)
     said.append("t2")
     for i in range(3, 9):
