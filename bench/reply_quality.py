@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.cli.conversation_script import Probe
-from backend.engine.prompt import BRIEF_PREAMBLE, HEALTH_RULE, MEMORY_PREAMBLE, NOTES_OPEN
+from backend.engine.prompt import HEALTH_RULE, MEMORY_PREAMBLE, NOTES_OPEN
 from backend.engine.reply_guard import HINTS
 from backend.engine.services import Services, StartupError, build_services
 from backend.engine.turn import TurnEngine, TurnRequest, TurnSettings
@@ -236,7 +236,6 @@ class Judge:
             card.description or "",
             card.system_prompt,
             MEMORY_PREAMBLE,
-            BRIEF_PREAMBLE,
             HEALTH_RULE,
             *HINTS.values(),
         ]

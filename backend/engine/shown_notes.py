@@ -44,7 +44,7 @@ least recently used goes).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -127,6 +127,9 @@ class NotesPlan:
     # and are shown again only next to a message about them.
     retired: list[Shown] = field(default_factory=list)
     brief: bool = False  # its own block has the brief preamble (``prompt.memory_block``)
+    # The background's lines (casefolded): the user message of the turn that first saw
+    # each, or None once shown (``background_news``).
+    lines: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,7 @@ class _Window:
     blocks: list[Shown]
     retired: list[Shown]
     moments: tuple[Merged, ...]
+    lines: Mapping[str, str | None]  # ``NotesPlan.lines``
 
 
 class ShownNotes:
@@ -167,7 +171,8 @@ class ShownNotes:
         when the window shows them already; ``None``: every one of the best. ``answers``:
         the ids of the notes that answer the message's question, shown again unless the
         previous message was shown them. ``now``: what the notes' ages are counted from."""
-        window = self._sessions.get(session_id, _Window([], [], ()))
+        known = self._sessions.get(session_id)
+        window = known or _Window([], [], (), {})
         moments = window.moments
         if merged is not None:
             moments = (*moments, merged)[-MAX_MERGED:]
@@ -195,7 +200,8 @@ class ShownNotes:
             carrier = next((s for s in reversed(earlier) if s.background), None)
             retired += [s for s in earlier if s is not carrier]
             earlier = [carrier] if carrier is not None else []
-        background = background_news(view, earlier, retired)
+        seen = window.lines if known is not None else None
+        background = background_news(view, earlier, seen)
         # A note the background the prompt shows already says (compact mode rolls the
         # session's facts into it) counts as shown: else each turn after a trim showed
         # the trimmed messages' notes under the background that holds them (~130 tokens).
@@ -231,13 +237,20 @@ class ShownNotes:
         block = memory_block(background, new, brief=brief, now=now) or ""
         shown = Shown(user_text, block, frozenset(m.id for m in new), background.strip(), start)
         earlier_blocks = {s.user_text: s.block for s in earlier if s.block}
+        said_now = {_line_key(line) for line in background.split("\n")}
+        lines = {
+            key: None if key in said_now else (seen or {}).get(key, user_text)
+            for key in map(_line_key, _lines(view.background))
+        }
         return NotesPlan(
-            earlier_blocks, new, background, shown, earlier, moments, retired, brief=brief
+            earlier_blocks, new, background, shown, earlier, moments, retired, brief, lines
         )
 
     def record(self, session_id: str, plan: NotesPlan) -> None:
         """Remember the block a turn showed (after its prompt was built)."""
-        self._sessions[session_id] = _Window([*plan.kept, plan.shown], plan.retired, plan.merged)
+        self._sessions[session_id] = _Window(
+            [*plan.kept, plan.shown], plan.retired, plan.merged, plan.lines
+        )
         self._sessions.move_to_end(session_id)
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
@@ -293,31 +306,43 @@ def said_in(note: str, background: str) -> bool:
 
 
 def background_news(
-    view: SessionMemoryState, earlier: Sequence[Shown], retired: Sequence[Shown] = ()
+    view: SessionMemoryState, earlier: Sequence[Shown], seen: Mapping[str, str | None] | None
 ) -> str:
-    """The background's lines that no block of the window showed (``earlier``, the blocks
-    the prompt carries, and ``retired``, those that went for the budget: as their notes,
-    not shown again), once short-term has been trimmed since a background was last shown
-    (the background carries what left the window: until something has left, what it
-    gained is still in the window, verbatim); "" when there is nothing to show.
+    """What the prompt shows of the background, once short-term has been trimmed since a
+    background was last shown (the background carries what left the window: until
+    something has left, what it gained is still in the window, verbatim); "" for nothing.
 
-    Only the new lines: compact mode rolls each turn's facts into the background (a line
-    each), and at a trim the whole of it, 1,000-1,500 characters, is ~250-350 tokens the
-    next reply reads before its first token, 6-10 s on two cores, while the block that
-    showed the last one is still in the window (docs/benchmarks.md, "Reply quality").
-    A background rewritten as prose (the full contract) is one line: shown whole."""
-    lines = [line.strip() for line in view.background.split("\n") if line.strip()]
+    A background whose lines carry over from merge to merge (compact mode rolls a line a
+    fact into it) shows only the lines not shown yet whose message has left the window
+    (``seen``: the user message of the turn that first saw each line, None once shown).
+    Shown whole at each trim, 1,000-1,500 characters were ~250-350 tokens the next reply
+    read before its first token, 6-10 s on two cores, and most of them said what the
+    window still showed verbatim or the last block had shown (docs/benchmarks.md, "Reply
+    quality", the long session). A background rewritten whole (the full contract's prose)
+    is shown whole when it changed, and so is every background of a session this process
+    has not shown a turn of (``seen`` None)."""
+    lines = _lines(view.background)
     last = next((s for s in reversed(earlier) if s.background), None)
     if not lines:
         return ""
-    if last is not None:
-        in_window = {item.text for item in view.short_term}
-        if not last.window_start or last.window_start in in_window:
-            return ""
-    shown = {
-        line.strip().casefold() for s in (*earlier, *retired) for line in s.background.split("\n")
-    }
-    return "\n".join(line for line in lines if line.casefold() not in shown)
+    in_window = {item.text for item in view.short_term}
+    if last is not None and (not last.window_start or last.window_start in in_window):
+        return ""
+    if seen is None:
+        return "\n".join(lines)
+    if not any(_line_key(line) in seen for line in lines):  # rewritten whole
+        return "\n".join(lines)
+    gone = [line for line in lines if seen.get(_line_key(line)) not in (None, *in_window)]
+    return "\n".join(gone)
+
+
+def _lines(background: str) -> list[str]:
+    lines = (line.strip() for line in background.split("\n"))
+    return list(dict.fromkeys(line for line in lines if line))
+
+
+def _line_key(line: str) -> str:
+    return line.strip().casefold()
 
 
 def verbatim_start(view: SessionMemoryState, messages: Sequence[Message]) -> int | None:

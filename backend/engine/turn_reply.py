@@ -29,7 +29,6 @@ from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
 from backend.engine.pending_turns import PendingTurn
 from backend.engine.prompt import (
-    BRIEF_PREAMBLE,
     HEALTH_RULE,
     MEMORY_PREAMBLE,
     second_person,
@@ -54,7 +53,7 @@ from backend.sessions.store import Message, Session
 
 GONE = "the client went away"
 # The app's own rules in the prompt: a reply's sentence that recites them is left out.
-INSTRUCTIONS = (MEMORY_PREAMBLE, BRIEF_PREAMBLE, HEALTH_RULE)
+INSTRUCTIONS = (MEMORY_PREAMBLE, HEALTH_RULE)
 # The notes ``recall_reminder`` says: the first two that answer the question.
 RECALLED_SAID = 2
 # Attempts at a reply the guard lets through; the last one is shown whatever it says.

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from backend.engine.prompt import (
-    BRIEF_PREAMBLE,
     HEALTH_RULE,
     MEMORY_PREAMBLE,
+    NOTES_OPEN,
     memory_block,
     note_line,
     noted_when,
@@ -149,10 +149,10 @@ def test_note_lines_and_the_health_rule() -> None:
     assert plain is not None and HEALTH_RULE not in plain and "Your cat is Tama." in plain
 
 
-def test_a_brief_block_points_back_to_the_rules_but_a_background_gets_them_whole() -> None:
+def test_a_brief_block_opens_on_its_tag_but_a_background_gets_the_rules_whole() -> None:
     cat = memory("The user's cat is Tama.", category="relationship")
     brief = memory_block("", [cat], brief=True)
-    assert brief is not None and brief.startswith(BRIEF_PREAMBLE)
+    assert brief is not None and brief.startswith(NOTES_OPEN + "\nRecalled notes")
     assert MEMORY_PREAMBLE not in brief and "Your cat is Tama." in brief
     whole = memory_block("The user moved to Leeds.", [cat], brief=True)
     assert whole is not None and whole.startswith(MEMORY_PREAMBLE)

@@ -9,13 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from backend.engine.prompt import BRIEF_PREAMBLE, MEMORY_PREAMBLE, second_person
+from backend.engine.prompt import MEMORY_PREAMBLE, NOTES_OPEN, second_person
 from backend.engine.shown_notes import (
     Merged,
-    Shown,
     ShownNotes,
     answer_ids,
-    background_news,
     pertinent_ids,
     verbatim_start,
 )
@@ -72,40 +70,38 @@ def test_only_what_the_window_does_not_show_yet_is_shown_again(
     assert list(third.earlier) == ["and?"]
 
 
-def test_a_trim_shows_only_the_background_lines_no_block_of_the_window_showed(
+def test_a_trim_shows_the_background_lines_whose_message_has_left_the_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Compact mode rolls a line a fact into the background. The long session on 19db6ab
-    # showed its 1,016-1,504 characters whole at each trim (turns 20, 40, 49 and 61), with
-    # the last one still in the window: 226-234 tokens read before the first token.
+    # showed its 1,016-1,504 characters whole at each trim (226-234 tokens read before the
+    # first token), most of it said by the window verbatim or by the last such block.
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
     shown = ShownNotes()
-    first_lines = "The user is Mei.\nThe user's cat Pickle is a grey tabby."
-    plan = shown.plan("s", window("t0", background=first_lines), [], "t1")
-    assert plan.background == first_lines  # no background shown yet: all of it
+    mei, pickle = "The user is Mei.", "The user's cat Pickle is a grey tabby."
+    job, moved = "The user is an architect.", "The user's interview moved to Thursday."
+    # A session this process has not shown a turn of: the whole background.
+    plan = shown.plan("s", window("t0", background=f"{mei}\n{pickle}"), [], "t1")
+    assert plan.background == f"{mei}\n{pickle}"
     shown.record("s", plan)
-    rolled = first_lines + "\nThe user's interview moved to Thursday."
-    # Nothing left the window since: what the background gained is still there.
-    assert shown.plan("s", window("t0", "t1", background=rolled), [], "t2").background == ""
-    # t0 left the window: only the line t1's block did not show.
-    plan = shown.plan("s", window("t1", background=rolled), [], "t2")
-    assert plan.background == "The user's interview moved to Thursday."
-    block = plan.shown.block
-    assert "Thursday" in block and "Pickle" not in block and "Summary" in block
+    # Nothing has left the window since: nothing.
+    plan = shown.plan("s", window("t0", "t1", background=f"{mei}\n{pickle}\n{job}"), [], "t2")
+    assert plan.background == ""
+    shown.record("s", plan)  # the job's line first seen with t2
+    # t0 left: the job's line is still the window's (t2 is there), Thursday's newer.
+    rolled = f"{mei}\n{pickle}\n{job}\n{moved}"
+    plan = shown.plan("s", window("t1", "t2", background=rolled), [], "t3")
+    assert plan.background == ""
     shown.record("s", plan)
-    # Rewritten lines are new lines; the oldest ones dropped from it are not shown.
+    # t2 left too: only its line; the ones shown are not shown again.
+    plan = shown.plan("s", window("t3", background=rolled), [], "t4")
+    assert plan.background == job
+    assert job in plan.shown.block and "Pickle" not in plan.shown.block
+    shown.record("s", plan)
+    # A background rewritten whole (the full contract's prose) is shown whole, once
+    # something has left the window.
     prose = "Mei is an architect in Manchester; her interview is on Thursday."
-    later = shown.plan("s", window("t2", background=prose), [], "t3")
-    assert later.background == prose
-
-
-def test_background_lines_of_a_block_that_went_for_the_budget_are_not_shown_again() -> None:
-    window_ = window("t2", background="The user is Mei.\nThe user lives in Leeds.")
-    went = Shown("t1", "block", frozenset(), "The user is Mei.", window_start="t0")
-    kept = Shown("t2", "block", frozenset(), "", window_start="t0")
-    assert background_news(window_, [kept], [went]) == "The user lives in Leeds."
-    # Once that block's message has left the window too, the plan stops passing it.
-    assert background_news(window_, [kept]) == "The user is Mei.\nThe user lives in Leeds."
+    assert shown.plan("s", window("t4", background=prose), [], "t5").background == prose
 
 
 def test_the_best_notes_are_shown_next_to_the_message_again(
@@ -213,7 +209,7 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("backend.engine.shown_notes.ALWAYS_SHOWN", 0)
-    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 300)
+    monkeypatch.setattr("backend.engine.shown_notes.EARLIER_NOTES_TOKENS", 250)
     shown, said = ShownNotes(), []
     carried, brief, blocks = [], [], []
     for i in range(8):
@@ -223,14 +219,14 @@ def test_earlier_blocks_over_their_budget_go_in_one_chunk(
         blocks.append(plan.shown.block)
         shown.record("s", plan)
         said.append(f"t{i}")
-    # The earlier blocks (~120 tokens the first, ~75 the brief ones) grow to the budget,
+    # The earlier blocks (~110 tokens the first, ~60 the brief ones) grow to the budget,
     # then all go at once, and they grow again: the prompt's start moves every few turns.
     assert [len(c) for c in carried] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert carried[7] == ["t4", "t5", "t6"]
     # The whole preamble once in the prompt; the blocks after it point back to it.
     assert brief == [False, True, True, True] * 2
     assert blocks[0].startswith(MEMORY_PREAMBLE)
-    assert blocks[1].startswith(BRIEF_PREAMBLE) and MEMORY_PREAMBLE not in blocks[1]
+    assert blocks[1].startswith(NOTES_OPEN) and MEMORY_PREAMBLE not in blocks[1]
 
 
 def test_the_block_with_the_current_background_outlives_the_budget(
