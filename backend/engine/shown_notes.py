@@ -9,8 +9,8 @@ time to the first token grow from 0.4 s to 5.6 s over ten turns (docs/benchmarks
 that turn's user message, and the new turn gets a block with the best recalled notes
 (``ALWAYS_SHOWN``) when the message is about them (``pertinent``) and they were not shown
 with one of the last few messages (``RECENT_TURNS``), and otherwise only what
-the history does not show yet: notes not shown in the window, and the background's lines
-no earlier block shows, once short-term has been trimmed since one was shown; and no
+the history does not show yet: notes not shown in the window, and, once short-term has
+been trimmed, the background's lines whose message has left it and no block showed; and no
 note formed from a message the window still shows verbatim (it is right there), nor one
 the background the prompt shows already says (``said_in``: compact mode rolls the
 session's facts into the background). The new prompt is then the previous one plus
