@@ -29,6 +29,12 @@ log = logging.getLogger(__name__)
 # A chunk must match this many tokens to be taken for the same text (not a coincidence),
 # and be at least this long to be worth moving.
 MIN_CHUNK = 32
+# ... but after a first chunk, this many will do, at the place they match longest: when
+# the earlier notes blocks go at once, the exchanges between them are the chunks, and one
+# under MIN_CHUNK ("ok good, that one's staying in" and a short answer) ended the search,
+# so the rest of the window was read again (bench.reply_quality's long session: 396-460
+# tokens, 13-19 s before the first token).
+MIN_NEXT_CHUNK = 8
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -49,14 +55,32 @@ def _find(haystack: Sequence[int], needle: Sequence[int], start: int) -> int:
     return -1
 
 
+def _longest_match(cached: Sequence[int], rest: Sequence[int], start: int) -> int:
+    """Where in ``cached`` from ``start`` the first ``MIN_NEXT_CHUNK`` tokens of ``rest``
+    occur with the longest common run, or -1."""
+    best, best_length = -1, 0
+    needle = rest[:MIN_NEXT_CHUNK]
+    at = _find(cached, needle, start)
+    while at >= 0:
+        length = common_prefix(cached[at:], rest)
+        if length > best_length:
+            best, best_length = at, length
+        at = _find(cached, needle, at + 1)
+    return best
+
+
 def plan_chunks(cached: Sequence[int], prompt: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(old_position, new_position, length)`` of each cached chunk the prompt reuses
     after its common prefix, in order; empty when there is nothing to move."""
     prefix = common_prefix(cached, prompt)
     chunks: list[tuple[int, int, int]] = []
     old, new = prefix, prefix
-    while new + MIN_CHUNK <= len(prompt):
-        found = _find(cached, prompt[new : new + MIN_CHUNK], old + (0 if chunks else 1))
+    while new + (MIN_NEXT_CHUNK if chunks else MIN_CHUNK) <= len(prompt):
+        found = -1
+        if new + MIN_CHUNK <= len(prompt):
+            found = _find(cached, prompt[new : new + MIN_CHUNK], old + (0 if chunks else 1))
+        if found < 0 and chunks:
+            found = _longest_match(cached, prompt[new:], old)
         if found < 0:
             break
         length = common_prefix(cached[found:], prompt[new:])

@@ -22,6 +22,19 @@ def test_two_removed_spans_give_two_chunks() -> None:
     assert plan_chunks(cached, prompt) == [(20, 10, 80), (140, 90, 60)]
 
 
+def test_a_short_exchange_between_two_blocks_that_went_is_moved_too() -> None:
+    # The cache holds exchanges with the notes blocks shown before them (the 900s); the
+    # prompt drops the blocks. The middle exchange is shorter than MIN_CHUNK.
+    first, short, last = list(range(100, 140)), list(range(200, 212)), list(range(300, 340))
+    blocks = [list(range(900 + 20 * i, 915 + 20 * i)) for i in range(3)]
+    head = list(range(10))
+    cached = [*head, *blocks[0], *first, *blocks[1], *short, *blocks[2], *last]
+    prompt = [*head, *first, *short, *last, 7]
+    assert plan_chunks(cached, prompt) == [(25, 10, 40), (80, 50, 12), (107, 62, 40)]
+    # The first chunk still needs MIN_CHUNK tokens: a short run alone is not taken.
+    assert plan_chunks(cached, [*head, *short, 7]) == []
+
+
 def test_nothing_to_move_when_nothing_long_enough_matches() -> None:
     cached = list(range(100))
     assert plan_chunks(cached, [*range(10), *range(60, 60 + MIN_CHUNK - 1), 7]) == []
