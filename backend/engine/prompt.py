@@ -85,6 +85,13 @@ _ADVERBS = (
     r"(?:also|still|often|usually|never|always|really|now|recently|currently|just|no longer) "
 )
 _USER_VERB = re.compile(rf"\b[Tt]he user ({_ADVERBS})?([a-z]+'?[a-z]*)\b")
+# "the user" as the object, the verb after it someone else's: "Your partner who's
+# interviewing the user is on a site visit" (a background line), "a gift for the user is
+# on the table".
+_OBJECT_BEFORE = re.compile(
+    r"(?:\b(?:at|to|with|for|from|about|by|of|on|into|than|like)"
+    r"|\b(?:who|that)(?:'s| is| are| was| were)? (?:[a-z]+ )?[a-z]+(?:ing|ed|s))\s+$"
+)
 # ... and a second verb of theirs in the same sentence: "You have asthma and carries an
 # inhaler" was the health reminder (reply_guard). Only verbs a note says of a person: "You
 # love cats and dogs" keeps its dogs.
@@ -199,11 +206,14 @@ def said_to_user(text: str) -> str:
 
     def subject(match: re.Match[str]) -> str:
         adverb, verb = match.group(1) or "", match.group(2)
+        if _OBJECT_BEFORE.search(match.string, 0, match.start()):
+            return match.group(0)  # "the user" alone is said below
         start = "You" if match.group(0)[0] == "T" else "you"
         return f"{start} {adverb}{_present(verb)}"
 
     text = re.sub(r"\bThe user's\b", "Your", text)
     text = re.sub(r"\bthe user's\b", "your", text)
+    text = re.sub(r"\b([Aa]n?) ([a-z]+) of the user\b", r"\1 \2 of yours", text)
     before = text
     text = _USER_VERB.sub(subject, text)
     if text != before:
@@ -214,6 +224,14 @@ def said_to_user(text: str) -> str:
     text = re.sub(r"\bThe user\b", "You", text)
     text = re.sub(r"\bthe user\b", "you", text)
     return text.replace("用户的", "你的").replace("用户", "你")
+
+
+def said_background(background: str) -> str:
+    """The background said to the user as the notes are, line by line (a line is one
+    fact in compact mode): shown as formed, "The user's partner who's interviewing the
+    user…", the 1.5B said it back to the user ("You said you're planning to interview the
+    user for Thursday", bench.reply_quality's long session)."""
+    return "\n".join(second_person(line) for line in background.split("\n"))
 
 
 def noted_when(created_at: datetime, now: datetime) -> str:
@@ -263,7 +281,7 @@ def memory_block(
     brief = brief and not background.strip()
     lines = [NOTES_OPEN] if brief else [MEMORY_PREAMBLE, NOTES_OPEN]
     if background.strip():
-        lines.append(f"Summary of the conversation so far: {_neutralise(background)}")
+        lines.append(f"Summary of the conversation so far: {_neutralise(said_background(background))}")
     if memories:
         lines.append("Recalled notes (when noted):")
         lines += [note_line(memory, now) for memory in memories]

@@ -45,6 +45,15 @@ T = datetime(2026, 5, 1, tzinfo=UTC)
          "You are allergic to bee stings and carry an EpiPen and always use it."),
         ("The user loves cats and dogs.", "You love cats and dogs."),
         ("Mei loves cats and carries treats.", "Mei loves cats and carries treats."),
+        # "the user" as an object: the verb after it is someone else's (a background line
+        # said "Your partner who's interviewing you are on a site visit").
+        ("The user's partner who's interviewing the user is on a site visit.",
+         "Your partner who's interviewing you is on a site visit."),
+        ("The dog that follows the user is called Rex.", "The dog that follows you is called Rex."),
+        ("Every morning the user goes running.", "Every morning you go running."),
+        ("The studio the user has wanted to join is hiring.",
+         "The studio you have wanted to join is hiring."),
+        ("A friend of the user is visiting.", "A friend of yours is visiting."),
     ],
 )  # fmt: skip
 def test_a_note_is_said_to_the_user(stored: str, shown: str) -> None:
@@ -156,6 +165,26 @@ def test_a_brief_block_opens_on_its_tag_but_a_background_gets_the_rules_whole() 
     assert MEMORY_PREAMBLE not in brief and "Your cat is Tama." in brief
     whole = memory_block("The user moved to Leeds.", [cat], brief=True)
     assert whole is not None and whole.startswith(MEMORY_PREAMBLE)
+
+
+def test_the_background_is_said_to_the_user_line_by_line() -> None:
+    # Shown as formed, the 1.5B said a background line back: "You said you're planning to
+    # interview the user for Thursday" (bench.reply_quality's long session, seed 5).
+    background = (
+        "The user's interview moved to Thursday.\n"
+        "The user's partner who's interviewing the user is on a site visit.\n"
+        "The user lives in Manchester.\n"
+        "Pickle is glaring at the user because her dinner is late."
+    )
+    block = memory_block(background, [])
+    assert block is not None
+    summary = next(line for line in block.split("\n") if line.startswith("Summary"))
+    assert summary == (
+        "Summary of the conversation so far: Your interview moved to Thursday. Your partner"
+        " who's interviewing you is on a site visit. You live in Manchester. Pickle is"
+        " glaring at you because her dinner is late."
+    )
+    assert "the user" not in summary.lower()
 
 
 @pytest.mark.parametrize(
