@@ -281,7 +281,8 @@ def memory_block(
     brief = brief and not background.strip()
     lines = [NOTES_OPEN] if brief else [MEMORY_PREAMBLE, NOTES_OPEN]
     if background.strip():
-        lines.append(f"Summary of the conversation so far: {_neutralise(said_background(background))}")
+        said = _neutralise(said_background(background))
+        lines.append(f"Summary of the conversation so far: {said}")
     if memories:
         lines.append("Recalled notes (when noted):")
         lines += [note_line(memory, now) for memory in memories]
