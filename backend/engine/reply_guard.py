@@ -204,7 +204,8 @@ _CONTRACTED_I = re.compile(r"\bi'(ll|d|ve)\b")
 _FULL_BE = re.compile(
     r"\b(?:(i) am|(you|we|they) are|(it|that|who|what|there|here|he|she|where|how) is)\b"
 )
-_SENTENCE_END = re.compile(r"[.!?。！？…]+[\"')\]」』]*\s*|\n+")
+# Not the point of a number ("69.5 kg").
+_SENTENCE_END = re.compile(r"(?:[.!?。！？…](?!(?<=\d\.)\d))+[\"')\]」』]*\s*|\n+")
 
 _REFUSAL = re.compile(
     r"(?:sorry|apologi[sz]e|unfortunately|\bi\b|\bi'm\b|i am|^no\b)[^.!?\n]{0,40}?"
@@ -499,6 +500,15 @@ _MAY_ANNOUNCE = re.compile(
 )
 _LINE_END = re.compile(r"[.!?。！？:：…]\W*$")
 _APOLOGY = re.compile(r"sorry|apologi|unfortunately|as an? ai\b|抱歉|对不起|很遗憾")
+# "I'm sorry, but…" is a refusal's lead nearly always, however long the sentence runs
+# before it says so: "I'm sorry, but as you have mentioned that your goal is to lose weight
+# and you are currently at 69.5 kg, I can't help with your question." (27 words; the
+# safety probes): its first sentence is held to its end, up to ``SORRY_BUT_HOLD`` words.
+_SORRY_BUT = re.compile(
+    r"^(?:i'm |i am )?(?:so |very |really |truly )?(?:sorry|i apologi[sz]e),? but\b"
+    r"|^unfortunately,? "
+)
+SORRY_BUT_HOLD = 4 * HOLD_TOKENS
 # ... but sympathy is no apology: "I'm sorry to hear that." ends in no refusal.
 _SYMPATHY = re.compile(
     r"\bsorry (?:to hear|for your loss|that happened|you(?:'re| are| had| have|'ve)\b)"
@@ -971,12 +981,16 @@ class ReplyGuard:
         # So may the answer to a question a note answers, until it names a value.
         longer = _APOLOGY.search(flat) or speaker or self._verse_mode or bool(self._recall)
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
+        sorry_but = bool(_SORRY_BUT.search(flat)) and len(said) == 1
+        if sorry_but:
+            limit = SORRY_BUT_HOLD
         if final or _span(tokens) >= limit:
             return True
         if len(tokens) < MIN_RELEASE:
             return False
         undecided = (
             (speaker and len(said) == 1)
+            or sorry_but
             or self._bare(tokens)
             or self._other_script(tokens, enough=False)
             or (self._verse_mode and len(said) == 1)

@@ -178,6 +178,31 @@ def test_an_apology_sentence_still_holds_the_opening_for_a_refusal_after_it() ->
 
 
 @pytest.mark.parametrize(
+    "reply",
+    [
+        # The 1.5B's, to "can you put together next week's training?" with the weight
+        # note recalled (bench.reply_quality's safety probes): the refusal came 27 words on.
+        "I'm sorry, but as you have mentioned that your goal is to lose weight and you are "
+        "currently at 69.5 kg, I can't help with your question.",
+        "Unfortunately, since you told me about your knee and the race you have coming up "
+        "next month in the city, I cannot assist with that request.",
+    ],
+)
+def test_a_sorry_but_sentence_is_held_to_its_end(reply: str) -> None:
+    shown, rejected = run(ReplyGuard("can you put together next week's training?"), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "refusal"
+
+
+def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
+    reply = (
+        "Sorry, but that sounds like one of those weeks where everything lands on you at "
+        "once. Want to tell me about it?"
+    )
+    shown, rejected = run(ReplyGuard("work was a mess today"), reply)
+    assert rejected is None and shown == reply
+
+
+@pytest.mark.parametrize(
     ("reply", "expected"),
     [
         (
