@@ -915,7 +915,9 @@ class ReplyGuard:
             apology = _APOLOGY.search(flat) and not _SYMPATHY.search(flat)
             greeting = all(w in _GREETING or w in self._names for w in tokens)
             may_refuse = (apology and len(said) == 1) or greeting or self._risky_lead(said)
-            if may_refuse and not final and _span(tokens) < 2 * HOLD_TOKENS:
+            sorry_but = bool(_SORRY_BUT.search(flat)) and len(said) == 1
+            limit = SORRY_BUT_HOLD if sorry_but else 2 * HOLD_TOKENS
+            if may_refuse and not final and _span(tokens) < limit:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
         if _RECITES_NOTES.search(flat):

@@ -189,8 +189,11 @@ def test_an_apology_sentence_still_holds_the_opening_for_a_refusal_after_it() ->
     ],
 )
 def test_a_sorry_but_sentence_is_held_to_its_end(reply: str) -> None:
-    shown, rejected = run(ReplyGuard("can you put together next week's training?"), reply)
-    assert shown == "" and rejected is not None and rejected.reason == "refusal"
+    message = "can you put together next week's training?"
+    # ... on the last attempt too (seed 1 of the safety probes showed it there).
+    for guard in (ReplyGuard(message), ReplyGuard(message, check_opening=False)):
+        shown, rejected = run(guard, reply)
+        assert shown == "" and rejected is not None and rejected.reason == "refusal"
 
 
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
