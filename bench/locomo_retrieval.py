@@ -59,13 +59,14 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
-from backend.embeddings.port import Embedder
+from backend.embeddings.port import Embedder, embed_queries
 from backend.longterm.memory import LongTermMemory
 from backend.memory.rerank import Reranker
 from backend.memory.types import ActivationPolicy
@@ -227,6 +228,7 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.cache: dict[str, np.ndarray] = {}
+        self.query_cache: dict[str, np.ndarray] = {}  # a query's vector may differ (e5)
         self.embedded = 0  # texts actually sent to ``inner``
 
     @property
@@ -238,15 +240,26 @@ class CachedEmbedder:
         return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        return self._cached(texts, self.cache, self.inner.embed)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._cached(texts, self.query_cache, partial(embed_queries, self.inner))
+
+    def _cached(
+        self,
+        texts: Sequence[str],
+        cache: dict[str, np.ndarray],
+        embed: Callable[[Sequence[str]], np.ndarray],
+    ) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in cache))
         if missing:
-            vectors = self.inner.embed(missing)
+            vectors = embed(missing)
             self.embedded += len(missing)
             for text, vector in zip(missing, vectors, strict=True):
-                self.cache[text] = np.asarray(vector, dtype=np.float32)
+                cache[text] = np.asarray(vector, dtype=np.float32)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts])
+        return np.stack([cache[t] for t in texts])
 
 
 # ---- the cross-encoder, read once --------------------------------------------------------

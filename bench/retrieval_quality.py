@@ -43,7 +43,7 @@ from typing import Any
 from backend.clock import FixedClock
 from backend.config import MemorySettings
 from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
-from backend.embeddings.port import Embedder
+from backend.embeddings.port import Embedder, embed_queries
 from backend.longterm.memory import LongTermMemory
 from backend.memory.rerank import Reranker
 from backend.memory.types import (
@@ -311,7 +311,7 @@ class Rig:
 
     def naive(self) -> Runner:
         def run(query: dict[str, Any]) -> list[str]:
-            vector = self.embedder.embed([query["text"]])[0]
+            vector = embed_queries(self.embedder, [query["text"]])[0]
             hits = self.store.query(NS, vector, self.k, include_superseded=True)
             return [m.id for m, _ in hits]
 

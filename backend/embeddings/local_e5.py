@@ -8,19 +8,20 @@ itself is never installed or imported. They are checked again against the pinned
 values here before use.
 
 The pipeline is the model card's: BERT uncased WordPiece, truncation to 512 tokens,
-mean pooling over the attention mask, L2 normalisation, and every text prefixed. e5
-distinguishes ``query: `` from ``passage: ``; this adapter gives every text ``query: ``,
-the prefix the model card asks for on symmetric tasks: the app compares memories with
-memories (the save gate, the restatement collapse, GIST) as much as messages with
-memories, and one vector per memory has to serve both (the measurement that chose
-this: docs/benchmarks.md, "Embedder").
+mean pooling over the attention mask, L2 normalisation, and every text prefixed as the
+model card asks: ``passage: `` for what is stored (``embed``: memories, compared with
+each other by the save gate, the restatement collapse and GIST), ``query: `` for a
+message searching them (``embed_queries``, ``backend.embeddings.port.embed_queries``).
+On LoCoMo's first two conversations (naive cosine top-8) the two forms found 0.645 of
+the evidence, ``query: `` on both sides 0.504 (docs/benchmarks.md, "Embedder").
 
 e5's raw cosines are compressed high (unrelated sentences score 0.7-0.85), where the
 app's thresholds and its relevance floor read MiniLM's scale (unrelated near 0). So
-every vector has ``CENTRE`` (the mean of e5 vectors of generic sentences,
-``backend.embeddings.e5_centre``) taken away before normalisation: unrelated sentences
-then land near 0 and paraphrases stay high, a fixed linear map that is the same for
-every text. The vector space's name says so (``MODEL_ID``).
+every vector, query or passage, has ``CENTRE`` (the mean ``passage: `` vector of generic
+sentences, ``backend.embeddings.e5_centre``) taken away before normalisation: unrelated
+sentences then land near 0 and paraphrases stay high, one fixed linear map for every
+text. (Centring each side on its own mean lost a fifth of the gain: 0.558.) The vector
+space's name says so (``MODEL_ID``).
 
 Known limit, as MiniLM's: the vocabulary is English (bert-base-uncased); most CJK
 characters are ``[UNK]``. The lexical channel's bigrams carry Chinese (``cjk_cosine`` 0).
@@ -53,13 +54,16 @@ logger = logging.getLogger(__name__)
 
 #: The name install.sh and the configuration use.
 NAME = "e5-small-v2"
-#: The vector space's name: e5-small-v2 int8, ``query: `` on every text, centred.
-MODEL_ID = "e5-small-v2-onnx-int8-centred"
+#: The vector space's name: e5-small-v2 int8, ``passage: `` / ``query: ``, centred. (The
+#: space before, ``query: `` on every text, was "e5-small-v2-onnx-int8-centred": a store
+#: in it is embedded again, ``backend.longterm.reembed``.)
+MODEL_ID = "e5-small-v2-onnx-int8-qp-centred"
 DIM = 384
 #: e5's ``max_position_embeddings`` (special tokens included).
 MAX_TOKENS = 512
-#: The prefix every text gets (see the module docstring).
-PREFIX = "query: "
+#: The prefix of what is stored, and of a search query (see the module docstring).
+PREFIX = "passage: "
+QUERY_PREFIX = "query: "
 #: Texts per onnxruntime run, as MiniLM's (a 12-layer model keeps the same cache pattern).
 DEFAULT_BATCH_SIZE = 16
 
@@ -89,8 +93,9 @@ class LocalE5Embedder:
     """e5-small-v2 on onnxruntime, 384-d, centred, fully offline; ``embed`` is thread-safe.
 
     ``model_dir`` overrides where ``model.onnx`` and ``tokenizer.json`` are read from
-    (they must still match the pinned sha256). ``centre=False`` and ``prefix`` exist for
-    the benches that measured the choice; the app uses the defaults.
+    (they must still match the pinned sha256). ``centre=False``, ``prefix`` and
+    ``query_prefix`` exist for the benches that measured the choice; the app uses the
+    defaults.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class LocalE5Embedder:
         intra_op_threads: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         prefix: str = PREFIX,
+        query_prefix: str = QUERY_PREFIX,
         centre: bool = True,
     ) -> None:
         started = time.perf_counter()
@@ -122,9 +128,11 @@ class LocalE5Embedder:
             batch_size=batch_size,
             source=str(onnx_file),
         )
-        self._prefix = prefix
+        self._prefix, self._query_prefix = prefix, query_prefix
         self._centre = np.asarray(CENTRE, dtype=np.float32) if centre else None
-        self._model = MODEL_ID if centre and prefix == PREFIX else f"{NAME}-onnx-int8-raw"
+        default = centre and (prefix, query_prefix) == (PREFIX, QUERY_PREFIX)
+        form = f"{'centred' if centre else 'raw'}-{prefix.strip(': ')}-{query_prefix.strip(': ')}"
+        self._model = MODEL_ID if default else f"{NAME}-onnx-int8-{form}"
         logger.info(
             "loaded %s from %s (%d threads) in %.0f ms",
             self._model,
@@ -145,16 +153,25 @@ class LocalE5Embedder:
     def intra_op_threads(self) -> int:
         return self._encoder.threads
 
-    def raw(self, texts: Sequence[str]) -> np.ndarray:
-        """The model's own unit vectors for ``texts`` (prefixed, not centred)."""
-        return self._encoder.encode([self._prefix + text for text in check_texts(texts)])
+    def raw(self, texts: Sequence[str], *, prefix: str | None = None) -> np.ndarray:
+        """The model's own unit vectors for ``texts`` (prefixed, by default as stored
+        texts are; not centred)."""
+        lead = self._prefix if prefix is None else prefix
+        return self._encoder.encode([lead + text for text in check_texts(texts)])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length float32 rows of shape ``(len(texts), 384)``, in input order.
+        """Unit-length float32 rows of shape ``(len(texts), 384)``, in input order, for
+        texts to store and compare with each other (``passage: ``).
 
         Raises :class:`EmbedderUnavailable` if onnxruntime fails.
         """
-        vectors = self.raw(texts)
+        return self._centred(self.raw(texts))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """As ``embed``, for messages that search the stored texts (``query: ``)."""
+        return self._centred(self.raw(texts, prefix=self._query_prefix))
+
+    def _centred(self, vectors: np.ndarray) -> np.ndarray:
         if self._centre is None or not len(vectors):
             return vectors
         return l2_normalise_rows(vectors - self._centre)

@@ -65,6 +65,18 @@ class Embedder(Protocol):
         ...
 
 
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors for search queries (a chat message looking for memories), in the space of
+    ``embed``'s: an embedder trained with two forms (e5's ``query: `` and ``passage: ``)
+    defines ``embed_queries``; the others embed a query as any text.
+
+    ``embed`` is for what is stored and compared with other stored texts (the save gate,
+    the restatement collapse, GIST); only a message searching the store is a query.
+    """
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if callable(method) else embedder.embed(texts)
+
+
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """``embedder.embed(texts)`` in a worker thread, for use from the event loop.
 

@@ -56,7 +56,10 @@ LEGACY_EMBEDDED_MODEL = "all-MiniLM-L6-v2-onnx-int8"
 #: The offline models by the vector space name they record (``Embedder.model``).
 OFFLINE_MODELS = {
     "all-MiniLM-L6-v2-onnx-int8": "all-minilm-l6-v2",
-    "e5-small-v2-onnx-int8-centred": "e5-small-v2",
+    # (e5's first space, "e5-small-v2-onnx-int8-centred", ``query: `` on every text, is
+    # not here: its vectors can no longer be made, so a store in it is searched by words
+    # while it is embedded again.)
+    "e5-small-v2-onnx-int8-qp-centred": "e5-small-v2",
 }
 #: Seconds between progress writes to the record (doctor reads them).
 RECORD_EVERY_S = 2.0

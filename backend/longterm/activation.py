@@ -389,7 +389,7 @@ class ActivationRetriever:
     def _timed_embed(self, text: str) -> tuple[np.ndarray | None, float, float]:
         """(vector or ``None``, embedding ms, ``perf_counter`` when it was ready)."""
         started = time.perf_counter()
-        vectors = self.embedder.embed([text])
+        vectors = self.embedder.embed_queries([text])
         done = time.perf_counter()
         return (None if vectors is None else vectors[0]), (done - started) * 1e3, done
 

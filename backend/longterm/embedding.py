@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from backend.embeddings.port import Embedder, EmbedderUnavailable
+from backend.embeddings.port import Embedder, EmbedderUnavailable, embed_queries
 
 log = logging.getLogger(__name__)
 
@@ -44,4 +44,15 @@ class TolerantEmbedder:
             return self.embedder.embed(list(texts))
         except EmbedderUnavailable as exc:
             log.warning("embedder unavailable, continuing without vectors: %s", exc)
+            return None
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Vectors for search queries (``backend.embeddings.port.embed_queries``), or
+        ``None`` when there is no embedder or it is down."""
+        if self.embedder is None or not texts:
+            return None
+        try:
+            return embed_queries(self.embedder, list(texts))
+        except EmbedderUnavailable as exc:
+            log.warning("embedder unavailable, searching without a query vector: %s", exc)
             return None

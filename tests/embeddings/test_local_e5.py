@@ -12,6 +12,7 @@ import pytest
 from backend.embeddings import ModelFilesError, build_embedder, local_e5
 from backend.embeddings.e5_centre import CENTRE
 from backend.embeddings.local_e5 import LocalE5Embedder, compute_centre
+from backend.embeddings.port import embed_queries
 from tests.support import skip_or_fail
 
 
@@ -35,17 +36,33 @@ def test_shape_dtype_unit_length_and_name(embedder: LocalE5Embedder) -> None:
         embedder.embed("a bare string")  # type: ignore[arg-type]
 
 
-def test_every_text_gets_the_query_prefix(embedder: LocalE5Embedder) -> None:
+def test_stored_texts_are_passages_and_searches_queries(embedder: LocalE5Embedder) -> None:
     raw = LocalE5Embedder(intra_op_threads=1, centre=False, prefix="")
-    unprefixed = raw.raw(["query: my cat is called Tom"])
-    np.testing.assert_allclose(embedder.raw(["my cat is called Tom"]), unprefixed, atol=1e-6)
+    # one text a run: int8 dynamic quantisation scales by what else is in the batch
+    passage = raw.raw(["passage: my cat is called Tom"])[0]
+    query = raw.raw(["query: my cat is called Tom"])[0]
+    np.testing.assert_allclose(embedder.raw(["my cat is called Tom"])[0], passage, atol=1e-6)
+    centre = np.asarray(CENTRE, dtype=np.float32)
+    for made, by_hand in (
+        (embedder.embed(["my cat is called Tom"])[0], passage),
+        (embed_queries(embedder, ["my cat is called Tom"])[0], query),
+    ):
+        expected = (by_hand - centre) / np.linalg.norm(by_hand - centre)
+        np.testing.assert_allclose(made, expected, atol=1e-5)
+
+
+def test_a_query_finds_its_passage_above_a_restated_query(embedder: LocalE5Embedder) -> None:
+    # The model card's use: a question against the statements that answer it.
+    question = embed_queries(embedder, ["What is my sister's name?"])[0]
+    notes = embedder.embed(["The user's sister is called Mei.", "The user is a grumpy old pug."])
+    assert float(question @ notes[0]) > float(question @ notes[1]) + 0.2
 
 
 def test_centring_puts_unrelated_text_near_zero_and_keeps_paraphrases(
     embedder: LocalE5Embedder,
 ) -> None:
-    boss, pug, sister, again = embedder.embed([
-        "I had a rough day, my boss yelled at me",
+    boss = embed_queries(embedder, ["I had a rough day, my boss yelled at me"])[0]
+    pug, sister, again = embedder.embed([
         "The user is a grumpy old pug",
         "The user's sister Mei lives in Osaka",
         "The user's sister lives in Osaka, Japan",

@@ -259,8 +259,12 @@ def test_doctor_repairs_with_the_embedder_of_the_stores_vectors(tmp_path: Path) 
     write_record(data, EmbeddingRecord("all-MiniLM-L6-v2-onnx-int8"))
     old = recorded_embedder(e5)  # a switch to e5 still to run: MiniLM's vectors
     assert old is not None and old.model == "all-MiniLM-L6-v2-onnx-int8"
-    write_record(data, EmbeddingRecord("e5-small-v2-onnx-int8-centred"))
+    write_record(data, EmbeddingRecord("e5-small-v2-onnx-int8-qp-centred"))
     assert recorded_embedder(e5) is None  # the configured one
+    # e5's first form (``query: `` on every text) cannot be made again.
+    write_record(data, EmbeddingRecord("e5-small-v2-onnx-int8-centred"))
+    with pytest.raises(EmbedderUnavailable, match="cannot be loaded"):
+        recorded_embedder(e5)
     write_record(data, EmbeddingRecord(BagOfWordsEmbedder.model))
     with pytest.raises(EmbedderUnavailable, match="cannot be loaded"):
         recorded_embedder(e5)

@@ -397,3 +397,25 @@ def test_unreadable_entity_edits_cost_recall_nothing_else() -> None:
     ltm.write(NS, [fact("Xiaoyu moved the wedding to December", importance=0.6)])
     activation = ltm.activate(NS, "how is my sister doing?")
     assert "Xiaoyu moved the wedding to December" in [m.content for m in activation.memories]
+
+
+class _QueryFormEmbedder(BagOfWordsEmbedder):
+    """Embeds a search query in another form than a stored text, as e5 does, and counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.queries += texts
+        return self.embed(texts)
+
+
+def test_activation_embeds_the_message_as_a_query_and_writes_as_passages() -> None:
+    embedder = _QueryFormEmbedder()
+    ltm = LongTermMemory(InMemoryVectorStore(), embedder, FixedClock(T0))
+    ltm.write(NS, [fact("The user has a hamster named Bean")])
+    assert embedder.queries == []  # the memory and the gate's comparisons: stored form
+    activation = ltm.activate(NS, "how is my hamster Bean doing")
+    assert embedder.queries == ["how is my hamster Bean doing"]
+    assert activation.query_vector is not None
