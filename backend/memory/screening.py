@@ -54,7 +54,7 @@ from backend.memory.grounding import (
 )
 from backend.memory.subjects import about, named_mention, refile, reowned, resolve_opening
 from backend.memory.types import Candidate, Emotion, clamp01
-from backend.memory.whose_fact import someone_else
+from backend.memory.whose_fact import says_nothing, someone_else
 from backend.memory.wording import third_person
 
 # Share of a candidate's content tokens the sources must hold (see grounding.py).
@@ -219,7 +219,7 @@ def screen_one(
         other = someone_else(content, evidence.user)
         if other is not None:
             refiled = refile(content, other, evidence.user, evidence.context, referent)
-            if refiled is None:
+            if refiled is None or says_nothing(refiled.content):
                 return Screened(candidate, f"about someone else: the user said it of {other!r}")
             content = refiled.content
         # "her fiancé's grandma…" written "The user's fiancé's grandma…": the sister's.

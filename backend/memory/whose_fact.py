@@ -136,6 +136,28 @@ def _names_someone(predicate: str) -> bool:
     return bool(_NAMING & set(_words(predicate))) or bool(names)
 
 
+# "The user is Pickle." (bench.reply_quality's long session: Pickle is the user's cat): a
+# name the user gave someone else ("my cat Pickle") is not the user's.
+_IS_NAME = re.compile(r"^(?:is|'s)\s+(?P<name>[A-Z][a-z]+)\s*[.!]?$")
+
+
+def _named_by_relation(name: str, messages: Sequence[str]) -> str | None:
+    """ "my <relation>" when the user's messages call someone of theirs ``name`` ("my cat
+    Pickle", "my little sister Mei"), else None."""
+    pattern = re.compile(rf"\bmy\s+(?:[a-z]+\s+)?([a-z]+)\s+{re.escape(name)}\b", re.IGNORECASE)
+    for message in messages:
+        for match in pattern.finditer(message.replace("’", "'")):
+            if match.group(1).lower() in RELATIONS:
+                return f"my {match.group(1).lower()}"
+    return None
+
+
+def says_nothing(content: str) -> bool:
+    """ "Pickle is Pickle.": what ``The user is Pickle.`` refiled under Pickle says."""
+    match = re.fullmatch(r"\s*(.+?)\s+is\s+(.+?)\s*[.!]?\s*", content)
+    return match is not None and match.group(1).lower() == match.group(2).lower()
+
+
 def someone_else(content: str, messages: Sequence[str]) -> str | None:
     """Whom the user said ``content``'s predicate of, when not themselves (module
     docstring); None when it is theirs, or when that cannot be told."""
@@ -143,6 +165,9 @@ def someone_else(content: str, messages: Sequence[str]) -> str | None:
     if match is None or _CJK.search(content):
         return None
     predicate = match.group("predicate")
+    named = _IS_NAME.match(predicate.strip())
+    if named is not None and named.group("name") not in _NOT_NAMES:
+        return _named_by_relation(named.group("name"), messages)
     if _names_someone(predicate):
         return None
     best, whose = 0.0, None

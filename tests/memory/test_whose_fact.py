@@ -66,3 +66,20 @@ def test_the_gate_rejects_it_with_the_reason_when_no_one_can_take_it() -> None:
     assert rejection("I'm allergic to peanuts.", PRIYA, "health") is None
     # With the pug named, the fact is filed under her instead (tests/memory/test_subjects.py).
     assert rejection("The user is a grumpy old lady.", PRIYA) is None
+
+
+def test_a_name_the_user_gave_someone_else_is_not_the_users() -> None:
+    # The long session's hippocampus wrote "The user is Pickle." (Pickle: the user's cat).
+    said = [
+        "I'm Mei by the way",
+        "my cat Pickle is glaring at me because her dinner is late",
+        "Pickle has fallen asleep on my keyboard",
+    ]
+    assert someone_else("The user is Pickle.", said) == "my cat"
+    assert someone_else("The user is Mei.", said) is None  # their own name
+    assert someone_else("The user is Tom.", said) is None  # no one the user named so
+    assert someone_else("The user is Pickle.", PRIYA) is None
+    # Through the gate: rejected, not refiled as "Pickle is Pickle."
+    reason = rejection("The user is Pickle.", said)
+    assert reason is not None and "my cat" in reason
+    assert rejection("The user is Mei.", said) is None
