@@ -214,6 +214,9 @@ _REFUSAL = re.compile(
     r"[^.!?\n]{0,20}?"
     r"(?:assist|help(?! but)|provide|fulfil|comply|do that|answer|write|create|engage|continue|"
     r"offer)"
+    # "…as an AI companion, I don't have access to notes from earlier chats or the ability
+    # to suggest specific jokes." (a last attempt, to "got any dad jokes?")
+    r"|\b(?:don't|do not) have\b[^.!?\n]{0,60}?\bthe (?:ability|capability) to\b"
     # "I'm sorry, but I don't have enough information to create a short story for you."
     # (a retry, to "make up a short story set on the last train home…")
     r"|\b(?:don't|do not) have enough (?:information|details|context)[^.!?\n]{0,12}? to "

@@ -196,6 +196,19 @@ def test_a_sorry_but_sentence_is_held_to_its_end(reply: str) -> None:
         assert shown == "" and rejected is not None and rejected.reason == "refusal"
 
 
+def test_no_ability_to_do_what_was_asked_is_a_refusal_on_the_last_attempt_too() -> None:
+    # The messages part's last attempt to "got any dad jokes? I need a laugh tonight".
+    reply = (
+        "I'm sorry, but as an AI companion, I don't have access to notes from earlier chats "
+        "or the ability to suggest specific jokes."
+    )
+    message = "got any dad jokes? I need a laugh tonight"
+    shown, rejected = run(ReplyGuard(message), reply)  # "as an AI" stops it first
+    assert shown == "" and rejected is not None and rejected.reason == "helpdesk"
+    shown, rejected = run(ReplyGuard(message, check_opening=False), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "refusal"
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
