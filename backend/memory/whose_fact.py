@@ -23,6 +23,9 @@ worse than none: the companion then tells the user they are a pug.
    ``MIN_MATCH``; on a tie, the user's) decides: someone else's → the candidate is
    rejected, with that subject as the reason.
 
+A candidate that only names the user ("The user is Pickle.") is someone else's when the
+user called someone of theirs by that name ("my cat Pickle"): ``_named_by_relation``.
+
 English only (a Chinese candidate is never rejected here). Pure; no I/O.
 """
 
