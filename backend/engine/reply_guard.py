@@ -1306,7 +1306,25 @@ class ReplyGuard:
             or bool(_MAY_BE_NOTES_LINE.match(fragment))
             or may_flip(fragment, self._stances)
             or self._may_say_back(so_far)
+            # Past what is shown, a sentence copying this message may end in the user's
+            # "I": "Evening! It's nice to have some time on my own. The kids are finally
+            # asleep, and I've got the sofa all to myself now." (the messages part).
+            or (
+                self._shown_any
+                and (
+                    any(self._may_copy(so_far, m) for m in self._message)
+                    or self._speaks_as_user(fragment)  # held to its end: left out then
+                )
+            )
         )
+
+    @staticmethod
+    def _may_copy(so_far: Sequence[str], message: Sequence[str]) -> bool:
+        """The sentence so far copies ``message`` from one of its first three words to its
+        last (``_copying``), or may still start to (a word of it among its first two)."""
+        if len(so_far) < 3 and any(w in message for w in so_far):
+            return True
+        return _copying(so_far, message)
 
     def _may_say_back(self, so_far: Sequence[str]) -> bool:
         """The sentence so far, from one of its first ``SAID_BACK_OWN`` words, copies an

@@ -209,6 +209,17 @@ def test_no_ability_to_do_what_was_asked_is_a_refusal_on_the_last_attempt_too() 
     assert shown == "" and rejected is not None and rejected.reason == "refusal"
 
 
+def test_a_later_sentence_that_says_the_message_as_the_companions_is_left_out() -> None:
+    message = "evening!! kids are finally asleep and I've got the sofa all to myself"
+    reply = (
+        "Evening! That sounds like a well-earned quiet. The kids are finally asleep, and "
+        "I've got the sofa all to myself now. What are you going to watch?"
+    )
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None
+    assert shown == "Evening! That sounds like a well-earned quiet. What are you going to watch?"
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
