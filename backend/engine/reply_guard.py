@@ -512,6 +512,13 @@ _SORRY_BUT = re.compile(
     r"|^unfortunately,? "
 )
 SORRY_BUT_HOLD = 4 * HOLD_TOKENS
+
+
+def _sorry_but(flat: str, said: Sequence[str]) -> bool:
+    """The first sentence, still the only one, opens "I'm sorry, but…" (``_SORRY_BUT``)."""
+    return len(said) == 1 and bool(_SORRY_BUT.search(flat))
+
+
 # ... but sympathy is no apology: "I'm sorry to hear that." ends in no refusal.
 _SYMPATHY = re.compile(
     r"\bsorry (?:to hear|for your loss|that happened|you(?:'re| are| had| have|'ve)\b)"
@@ -918,8 +925,7 @@ class ReplyGuard:
             apology = _APOLOGY.search(flat) and not _SYMPATHY.search(flat)
             greeting = all(w in _GREETING or w in self._names for w in tokens)
             may_refuse = (apology and len(said) == 1) or greeting or self._risky_lead(said)
-            sorry_but = bool(_SORRY_BUT.search(flat)) and len(said) == 1
-            limit = SORRY_BUT_HOLD if sorry_but else 2 * HOLD_TOKENS
+            limit = SORRY_BUT_HOLD if _sorry_but(flat, said) else 2 * HOLD_TOKENS
             if may_refuse and not final and _span(tokens) < limit:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
@@ -986,7 +992,7 @@ class ReplyGuard:
         # So may the answer to a question a note answers, until it names a value.
         longer = _APOLOGY.search(flat) or speaker or self._verse_mode or bool(self._recall)
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
-        sorry_but = bool(_SORRY_BUT.search(flat)) and len(said) == 1
+        sorry_but = _sorry_but(flat, said)
         if sorry_but:
             limit = SORRY_BUT_HOLD
         if final or _span(tokens) >= limit:

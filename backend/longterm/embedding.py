@@ -38,21 +38,20 @@ class TolerantEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray | None:
         """Vectors for ``texts``, or ``None`` when there is no embedder or it is down."""
-        if self.embedder is None or not texts:
-            return None
-        try:
-            return self.embedder.embed(list(texts))
-        except EmbedderUnavailable as exc:
-            log.warning("embedder unavailable, continuing without vectors: %s", exc)
-            return None
+        return self._tolerant(texts, queries=False)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray | None:
         """Vectors for search queries (``backend.embeddings.port.embed_queries``), or
         ``None`` when there is no embedder or it is down."""
+        return self._tolerant(texts, queries=True)
+
+    def _tolerant(self, texts: Sequence[str], *, queries: bool) -> np.ndarray | None:
         if self.embedder is None or not texts:
             return None
         try:
-            return embed_queries(self.embedder, list(texts))
+            if queries:
+                return embed_queries(self.embedder, list(texts))
+            return self.embedder.embed(list(texts))
         except EmbedderUnavailable as exc:
-            log.warning("embedder unavailable, searching without a query vector: %s", exc)
+            log.warning("embedder unavailable, continuing without vectors: %s", exc)
             return None
