@@ -32,6 +32,10 @@ invent (docs/memory-model.md, "The save gate", rule 0):
    model that rates everything 1.0 moves every fact up by the same amount at most, and
    still cannot lift junk past rules 1 and 2.
 
+A candidate that strings several of the user's facts together ("The user is Noor, the
+user teaches chemistry in Leeds.") is cut into one per fact first (``one_fact_each``,
+``backend.memory.compound``), so each is screened, recalled and superseded on its own.
+
 Within-turn deduplication and the echo guard need the candidates' vectors, so they are
 in ``gate.decide`` (its ``siblings`` and ``recalled``), using the same "same fact" test.
 
@@ -44,6 +48,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from backend.memory.compound import facts_of
 from backend.memory.emotions import canonical_emotion
 from backend.memory.fragments import fragment_reason
 from backend.memory.grounding import (
@@ -240,11 +245,34 @@ def screen_one(
     )
 
 
+def one_fact_each(candidate: Candidate) -> list[Candidate]:
+    """``candidate`` cut into one candidate per fact (``compound.facts_of``), each with
+    the keywords its own words hold (all of them when it holds none). One that names an
+    older fact it updates, or someone other than the user, is kept whole: which piece
+    the model meant is not ours to guess."""
+    if candidate.supersedes or candidate.named:
+        return [candidate]
+    facts = facts_of(candidate.content)
+    if len(facts) == 1:
+        return [candidate]
+    pieces = []
+    for fact in facts:
+        folded = fact.casefold()
+        keywords = tuple(k for k in candidate.keywords if k in folded) or candidate.keywords
+        pieces.append(replace(candidate, content=fact, keywords=keywords))
+    return pieces
+
+
 def screen(
     candidates: Iterable[Candidate], evidence: Evidence, *, min_support: float = MIN_SUPPORT
 ) -> list[Screened]:
-    """Screen each candidate (same order); see the module docstring."""
-    return [screen_one(c, evidence, min_support=min_support) for c in candidates]
+    """Screen each candidate (same order), a compound one fact by fact; see the module
+    docstring."""
+    return [
+        screen_one(piece, evidence, min_support=min_support)
+        for candidate in candidates
+        for piece in one_fact_each(candidate)
+    ]
 
 
 def accepted(screened: Sequence[Screened]) -> list[Candidate]:
