@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from backend.engine.stand_ins import is_stand_in
 from backend.hippocampus import SessionMemoryState
 from backend.memory.entities import RELATIONS
 from backend.memory.types import Memory
@@ -330,6 +331,8 @@ def build_main_messages(
             messages.append({"role": "system", "content": earlier.pop(item.text)})
         if item.role == "note":
             messages.append({"role": "system", "content": f"(earlier) {item.text}"})
+        elif item.role == "assistant" and is_stand_in(item.text):
+            continue  # the app's own last resort, not the model's voice (``stand_ins``)
         else:
             messages.append({"role": item.role, "content": item.text})
     # Right before the message it serves (Qwen2.5-0.5B used the notes there: the persona

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from backend.engine.turn_reply import lost_thread
+from backend.engine.stand_ins import lost_thread
 from backend.llm.port import Delta, Finish, Sampling, StreamingChatModel, TextDelta, ToolSpec
 from bench import reply_quality
 from bench._rig import REPO

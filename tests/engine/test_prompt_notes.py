@@ -11,11 +11,14 @@ from backend.engine.prompt import (
     HEALTH_RULE,
     MEMORY_PREAMBLE,
     NOTES_OPEN,
+    build_main_messages,
     memory_block,
     note_line,
     noted_when,
     second_person,
 )
+from backend.engine.stand_ins import is_stand_in, lost_thread
+from backend.hippocampus.state import SessionMemoryState, ShortTermItem
 from backend.memory.types import Memory
 
 T = datetime(2026, 5, 1, tzinfo=UTC)
@@ -203,3 +206,30 @@ def test_the_block_and_the_turn_count_ages_from_the_same_moment() -> None:
     old_note = memory("The user moved to Geelong.", created_at=T - timedelta(days=40))
     block = memory_block("", [old_note], now=T)
     assert block is not None and "- (5 weeks ago) You moved to Geelong." in block
+
+
+def test_the_apps_stand_in_replies_are_left_out_of_the_history() -> None:
+    # The long session's Chinese stretch: the model took the stand-in for the
+    # conversation's voice and opened the next replies with it.
+    stand_in = lost_thread("她每天早上都去公园跳广场舞")
+    state = SessionMemoryState(
+        short_term=(
+            ShortTermItem("user", "我奶奶今年八十三岁了"),
+            ShortTermItem("assistant", "八十三还这么硬朗，真好！"),
+            ShortTermItem("user", "她每天早上都去公园跳广场舞"),
+            ShortTermItem("assistant", f" {stand_in} "),
+        )
+    )
+    messages = build_main_messages(
+        system_prompt="You are Companion.",
+        client_system=None,
+        state=state,
+        memories=(),
+        user_message="上次打电话她一直问我什么时候找男朋友",
+    )
+    said = [m["content"] for m in messages if m["role"] == "assistant"]
+    assert said == ["八十三还这么硬朗，真好！"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
+    # The model's own words are kept, even when they are near the stand-in's.
+    assert not is_stand_in("嗯，我刚才有点分心了。你接着说吧，我听着呢。")
+    assert all(is_stand_in(lost_thread(m)) for m in ("hi", "你好", "do you remember my cat?"))

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from backend.engine.reply_guard import HINTS
+from backend.engine.stand_ins import lost_thread
 from backend.engine.turn import TurnRequest
-from backend.engine.turn_reply import lost_thread, recall_reminder
+from backend.engine.turn_reply import recall_reminder
 from backend.llm.port import Finish, Sampling
 from backend.memory.types import Namespace
 
