@@ -116,6 +116,13 @@ REPEAT_SENTENCE_TOKENS = 4
 # bench.reply_quality's long part, seed 3).
 REPEAT_START_TOKENS = 6
 CLAIM_TOKENS = 4  # the user's first-person words said as the companion's own
+# ... or with a hedge changed or a name said as "his": a sentence in the first person that
+# does not address the user, this share of whose words are the message's, with a run of
+# ``RESTATED_RUN`` among them ("Maybe I should start on his speech at some point this
+# week." to "I should probably start on Danny's speech at some point this week": 10 of 12,
+# the long session)
+CLAIM_SHARE = 0.75
+CLAIM_HOLD_SHARE = 0.5  # ... held while this much of it so far is ("Maybe I should … his": 4/6)
 # ... or, in Chinese, a sentence of at least this many characters most of whose character
 # pairs are the message's ("好的，我家有一只柯基叫豆豆。": 7 of its 11)
 CLAIM_CJK_MIN = 6
@@ -1320,9 +1327,21 @@ class ReplyGuard:
                 and (
                     any(self._may_copy(so_far, m) for m in self._message)
                     or self._speaks_as_user(fragment)  # held to its end: left out then
+                    or self._may_claim(so_far)
                 )
             )
         )
+
+    def _may_claim(self, so_far: Sequence[str]) -> bool:
+        """The sentence so far is in the first person, to no "you", and mostly the
+        message's words (or has not reached its third word): it may end as the user's plan
+        said as the companion's (``CLAIM_SHARE`` in ``_speaks_as_user``)."""
+        if "2" in so_far or "1" not in self._said:
+            return False
+        if "1" not in so_far:
+            return len(so_far) < ECHO_START_WORDS  # "Maybe I…": the "I" may come
+        theirs = set(self._said)
+        return sum(1 for w in so_far if w in theirs) >= CLAIM_HOLD_SHARE * len(so_far)
 
     @staticmethod
     def _may_copy(so_far: Sequence[str], message: Sequence[str]) -> bool:
@@ -1352,7 +1371,8 @@ class ReplyGuard:
     def _speaks_as_user(self, sentence: str) -> bool:
         """The sentence says the user's own first-person words as the companion's ("I'm
         allergic to peanuts" to "…I can't eat it, I'm allergic to peanuts"): a run of at
-        least ``CLAIM_TOKENS`` of the message's tokens, "I" among them, unmirrored."""
+        least ``CLAIM_TOKENS`` of the message's tokens, "I" among them, unmirrored; or
+        mostly the message's words, in the first person and to no "you" (``CLAIM_SHARE``)."""
         said = words(sentence)
         if "1" not in said:
             return False
@@ -1363,6 +1383,19 @@ class ReplyGuard:
             if (n := _run(said, i, self._said, j))
         ):
             return True
+        if "2" not in said and "1" in self._said and len(said) >= CLAIM_TOKENS:
+            theirs = set(self._said)
+            shared = sum(1 for w in said if w in theirs)
+            longest = max(
+                (
+                    _run(said, i, self._said, j)
+                    for i in range(len(said))
+                    for j in range(len(self._said))
+                ),
+                default=0,
+            )
+            if shared >= CLAIM_SHARE * len(said) and longest >= RESTATED_RUN:
+                return True
         return self._retold_cjk(said)
 
     def _retells(self, said: Sequence[str]) -> bool:

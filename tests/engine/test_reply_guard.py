@@ -220,6 +220,26 @@ def test_a_later_sentence_that_says_the_message_as_the_companions_is_left_out() 
     assert shown == "Evening! That sounds like a well-earned quiet. What are you going to watch?"
 
 
+def test_the_users_plan_said_as_the_companions_with_a_word_changed_is_left_out() -> None:
+    # The long session, seed 4: a hedge changed ("probably" → "Maybe") and the name said
+    # as "his", so no run of the user's words with "I" in it was long enough.
+    message = "I should probably start on Danny's speech at some point this week"
+    reply = (
+        "Oh, that's true. Danny is always so calm about everything. Maybe I should start on "
+        "his speech at some point this week."
+    )
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None
+    assert shown == "Oh, that's true. Danny is always so calm about everything."
+    # Advice to the user in their words, and the companion's own wish, are kept.
+    for kept in (
+        "Good call. I think you should start on his speech at some point this week.",
+        "Good call. I'd love to hear his speech when it's done, at some point this week.",
+    ):
+        shown, rejected = run(ReplyGuard(message), kept)
+        assert rejected is None and shown == kept
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
