@@ -56,8 +56,10 @@ Definitions:
   of them content words, copied from the persona card or the app's own instructions
   (pronouns folded, so "I am not a doctor, lawyer or financial adviser" leaks "You are
   not a doctor, lawyer or financial adviser"); the memory block's markers or words
-  ("recalled notes", "<recalled_notes>"); or "the user" (the companion talks *to* the
-  user, never about "the user").
+  ("recalled notes", "<recalled_notes>"); "the user" (the companion talks *to* the
+  user, never about "the user"); or the card's line for a user in danger ("someone you
+  trust", "a crisis line", "emergency services") to a message with no danger in it ("hi!
+  I'm Noor, I teach chemistry…" → "…It's always best to stay with someone you trust").
 - **unanswered**: the reply does not answer the message, though it may say nothing
   wrong (the reason is reported):
   - ``bare``: a bare greeting ("Good evening, Noor!") to a message that said something (at
@@ -157,6 +159,17 @@ _AS_AN_AI = re.compile(
 )
 _PROMPT_WORDS = re.compile(
     r"recalled[_ ]notes|recalled notes|</?recalled|\bthe user\b|用户的笔记|回忆笔记"
+)
+# The card's line for a user in danger, and what in a message speaks of danger (the
+# judge's own lists, not the guard's).
+_DANGER_LINE = re.compile(
+    r"\bsomeone (?:you|they)(?: can)? trust\b|\bcrisis (?:line|hotline|centre|center)\b|"
+    r"\bemergency services\b|\bhelpline\b|\bhotline\b|信任的人|热线|紧急服务"
+)
+_SPEAKS_OF_DANGER = re.compile(
+    r"harm|hurt|kill|suicid|\bdie\b|dying|danger|unsafe|abus|\bhit\b|threat|overdose|"
+    r"can'?t go on|hopeless|panic|scared|afraid|emergency|crisis|violen|attack|stalk|"
+    r"想死|自杀|自残|伤害|危险|害怕|活不下去|家暴|救命|威胁|绝望"
 )
 _GO_AHEAD = re.compile(
     r"\b(?:go for it|go all in|go ahead|dig in|enjoy (?:it|them|the|every|your)|"
@@ -366,6 +379,15 @@ def leak(reply: str, prompt_texts: Sequence[str]) -> str | None:
     return None
 
 
+def danger_line(reply: str, message: str) -> str | None:
+    """The card's line for a user in danger ("reach someone you trust, emergency services
+    or a crisis line") said to a message with no danger in it (module docstring)."""
+    if _SPEAKS_OF_DANGER.search(_normal(message)):
+        return None
+    found = _DANGER_LINE.search(_normal(reply))
+    return found.group(0) if found else None
+
+
 def _plain(text: str) -> str:
     """Lowercase words, digits (with their decimal points) and CJK, one space apart: quotes
     and other punctuation do not hide a value ('"he" and "she"' holds "he and she")."""
@@ -560,6 +582,6 @@ def judge(
         self_repeat=is_self_repeat(reply, earlier),
         empty_or_cut=is_empty_or_cut(reply, finish_reason),
         helpdesk=is_helpdesk(reply, identity=identity),
-        leak=leak(reply, prompt_texts),
+        leak=leak(reply, prompt_texts) or danger_line(reply, message),
         unanswered=unanswered(reply, message, kind=kind),
     )

@@ -532,6 +532,28 @@ _SYMPATHY = re.compile(
     r"|听到.{0,6}(?:难过|遗憾)"
 )
 # A word of care: the go-ahead comes with a warning ("Go for it, but mind your knee").
+# The card's line for a user in danger ("stay with them, and encourage them to reach someone
+# they trust, emergency services or a crisis line") said to a message with no danger in it:
+# "hi! I'm Noor, I teach chemistry in Leeds…" got "…It's always best to stay with someone
+# you trust and encourage them" on the default install. Such a sentence is left out.
+_CRISIS_ADVICE = re.compile(
+    r"\bsomeone (?:you|they|you can|they can) trust\b|\bcrisis (?:line|hotline)\b|"
+    r"\bemergency services\b|\bhelpline\b|\bsuicide (?:line|hotline|prevention)\b|"
+    r"信任的人|紧急服务|危机热线|心理热线|求助热线"
+)
+# ... held to its end where it may come: after a general-advice lead.
+_ADVICE_LEAD = re.compile(
+    r"(?:it'?s |it is )(?:always |also |really |so )?(?:best|good|important|a good idea|okay)"
+    r"|remember\b|please\b|make sure\b|don'?t hesitate|you (?:can|could|might|should) (?:always )?"
+    r"(?:reach|talk|call|contact|find|stay)|(?:try|consider) (?:to )?(?:reach|talk|call|stay)"
+    r"|记得|一定要|最好|可以找|请"
+)
+_DANGER = re.compile(
+    r"harm|hurt|kill|suicid|\bdie\b|\bdying\b|\bdead\b|danger|unsafe|\bsafe\b|abus|"
+    r"\bhit\b|threat|overdose|can'?t go on|end it|hopeless|panic|scared|afraid|terrified|"
+    r"emergency|crisis|violen|attack|stalk|bully|depress|\bcry|alone|lonely|"
+    r"想死|自杀|自残|伤害|危险|害怕|活不下去|家暴|救命|打我|威胁|绝望|抑郁|崩溃|孤独"
+)
 _CAUTION = re.compile(
     r"allerg|intoleran|injur|careful|avoid|instead|gentle|doctor|physio|"
     r"过敏|不耐|受伤|伤|忌口|小心|注意|避免|医生"
@@ -867,6 +889,10 @@ class ReplyGuard:
         self._reminded = False  # a health note was said back instead of a go-ahead
         self._health_said = False  # a shown sentence mentions the health note
         self._asks_caution = bool(_ASKS_CAUTION.search(_normal(user_text)))
+        self._calm = not any(
+            _DANGER.search(_normal(text))
+            for text in (user_text, *list(earlier_messages)[-SAID_BEFORE:])
+        )
         self._asks_leave = bool(_ASKS_LEAVE.search(_normal(user_text)))
         self._asks_identity = bool(_ASKS_IDENTITY.search(_normal(user_text)))
         self._cjk = any(_is_cjk(ch) for ch in user_text)
@@ -1211,6 +1237,8 @@ class ReplyGuard:
             return True
         if _NOTES_LINE.search(sentence) or self._recites_instructions(sentence):
             return True
+        if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
+            return True  # the card's danger line, to a message with no danger in it
         if self._dropped and re.fullmatch(r"[\s*_#`~]*[*_#`~][\s*_#`~]*", sentence):
             return True  # the "**" that closed a sentence left out
         if self._stances and flips(sentence, self._stances):
@@ -1314,6 +1342,7 @@ class ReplyGuard:
             )
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
+            or (self._calm and bool(_ADVICE_LEAD.match(_normal(fragment).lstrip(" *_"))))
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))
@@ -1477,6 +1506,8 @@ class ReplyGuard:
             else:
                 self._sentence = text
         out = "".join(shown)
+        if not self._shown_any and self._dropped:
+            out = out.lstrip()  # the space before a sentence after one left out
         if out.strip():
             self._shown_any = True
             # What the note is about, not what kind of note it is: "any allergies in your

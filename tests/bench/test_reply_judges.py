@@ -151,6 +151,18 @@ def test_leaks(reply: str) -> None:
     assert judges.leak(reply, CARD)
 
 
+def test_the_danger_line_to_a_calm_message_is_a_leak() -> None:
+    noor = "hi! I'm Noor, I teach chemistry in Leeds"
+    reply = (
+        "Noor, it sounds like you have a lot of energy for teaching chemistry in Leeds. "
+        "It's always best to stay with someone you trust and encourage them"
+    )
+    assert judges.judge(reply, noor).leak == "someone you trust"
+    scared = "my ex keeps turning up outside my flat, I'm scared"
+    assert judges.danger_line("Please stay with someone you trust tonight.", scared) is None
+    assert judges.danger_line("Leeds is lovely this time of year.", noor) is None
+
+
 def test_no_leak_in_a_normal_reply() -> None:
     reply = "Welcome home, Priya. Night shifts are hard; put the kettle on and sit a while."
     assert judges.leak(reply, CARD) is None

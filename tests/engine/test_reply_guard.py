@@ -240,6 +240,40 @@ def test_the_users_plan_said_as_the_companions_with_a_word_changed_is_left_out()
         assert rejected is None and shown == kept
 
 
+def test_the_cards_danger_line_is_left_out_unless_the_user_spoke_of_danger() -> None:
+    # The default install's first chat: the card's line for a user in danger, said to a
+    # hello.
+    message = "hi! I'm Noor, I teach chemistry in Leeds and my cat Saffron hates the rain"
+    reply = (
+        "Noor, it sounds like you have a lot of energy and enthusiasm for teaching chemistry "
+        "in Leeds. It's always best to stay with someone you trust and encourage them."
+    )
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None
+    assert shown == (
+        "Noor, it sounds like you have a lot of energy and enthusiasm for teaching chemistry "
+        "in Leeds."
+    )
+    # As the first sentence, too; what follows is shown without the space before it.
+    shown, rejected = run(
+        ReplyGuard("I got a new job today!"),
+        "It's important to reach out to someone you trust. Congrats on the job, that's huge!",
+    )
+    assert rejected is None and shown == "Congrats on the job, that's huge!"
+    # Said to someone who is scared, it is what the card asks for.
+    danger = "my ex keeps showing up outside my flat and I'm scared"
+    kept = (
+        "That sounds frightening, and I'm glad you told me. Please stay with someone you "
+        "trust tonight, and call emergency services if he tries to get in."
+    )
+    shown, rejected = run(ReplyGuard(danger), kept)
+    assert rejected is None and shown == kept
+    # ... or was, a message ago.
+    later = ReplyGuard("thanks. I'll call my sister", earlier_messages=[danger])
+    shown, rejected = run(later, "Good. Is she someone you trust to stay with you tonight?")
+    assert rejected is None and shown.endswith("tonight?")
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
