@@ -1,8 +1,8 @@
 """The companion's replies, judged the way a user reads them, over several seeds.
 
     python -m bench.reply_quality [--config F] [--seeds 5] [--parts messages,probes,safety,long]
-        [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--out REPLIES.jsonl]
-        [--report REPLIES.jsonl]
+        [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--lang en|zh]
+        [--out REPLIES.jsonl] [--report REPLIES.jsonl]
 
 Everything runs through the app's real engine, built by ``build_services`` from the
 configuration (``--config``, else ``$LM_CONFIG`` or ``./config.json``, else the embedded
@@ -16,7 +16,8 @@ The parts:
   a quarter of them in Chinese), each sent as the first turn of a new session, and all of
   them, in an order shuffled by the seed, as the turns of one ongoing session. The
   hippocampus is a quiet stand-in (compact contract, no facts), so the replies are judged
-  and not memory formation, and the run is not slowed by it.
+  and not memory formation, and the run is not slowed by it. ``--lang zh`` (or ``en``)
+  sends only the messages in that language (``--limit`` then counts those).
 - ``probes``: the three shared conversations (``bench/data/eval/conversations``) with the
   store filled by the perfect hippocampus (``bench/data/formation_oracle``): the earlier
   sessions are replayed with their scripted replies, then the last session's turns get
@@ -307,11 +308,12 @@ async def part_messages(
     max_tokens: int | None,
     limit: int | None,
     log: Callable[[str], None],
+    lang: str | None = None,
 ) -> None:
     engine = services.engine
     engine.hippocampus = QuietHippocampus()
     engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
-    messages = load_messages()[:limit]
+    messages = [m for m in load_messages() if lang is None or m.get("lang") == lang][:limit]
     judge = Judge(services.personas, "companion")
     user = f"bench-reply-{run.seed}"
     for n, item in enumerate(messages):
@@ -516,7 +518,7 @@ async def run_seed(
             configured = (services.engine.hippocampus, services.engine.settings)
             log(f"seed {seed}: chat {chat.model}, hippocampus {configured[0].model}")
             if "messages" in parts:
-                await part_messages(services, run, args.max_tokens, args.limit, log)
+                await part_messages(services, run, args.max_tokens, args.limit, log, args.lang)
             if "probes" in parts:
                 await part_probes(services, run, args.max_tokens, chat, log)
             if "safety" in parts:
@@ -646,6 +648,9 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
     parser.add_argument("--gap", type=float, default=5.0, help="seconds between long-session turns")
     parser.add_argument("--long-seeds", type=int, default=None, help="seeds of the long session")
     parser.add_argument("--limit", type=int, default=None, help="only the first N messages")
+    parser.add_argument(
+        "--lang", choices=("en", "zh"), default=None, help="only the messages in this language"
+    )
     parser.add_argument("--out", type=Path, default=None, help="every reply as JSON Lines")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(

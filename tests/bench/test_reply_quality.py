@@ -190,3 +190,21 @@ def test_the_time_columns_are_the_median_and_the_max() -> None:
     assert reply_quality.final_line([run]).endswith(
         "ttft_p50_s=2.00 ttft_max_s=9.00 lag_turns=0 unanswered=0.000"
     )
+
+
+def test_lang_sends_only_the_messages_in_that_language(
+    small_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = small_data.parent / "reply_quality"
+    data = json.loads((folder / "messages.json").read_text())
+    data["messages"].append({"id": "zh", "kind": "venting", "lang": "zh", "text": "我今天好累"})
+    (folder / "messages.json").write_text(json.dumps(data, ensure_ascii=False))
+    out_file = small_data.parent / "zh.jsonl"
+    code = reply_quality.main(
+        ["--config", str(small_data), "--seeds", "1", "--parts", "messages", "--lang", "zh",
+         "--quiet", "--out", str(out_file)],
+        chat_factory=Scripted,
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().out
+    replies = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
+    assert [r["message"] for r in replies] == ["我今天好累", "我今天好累"]  # first and ongoing
