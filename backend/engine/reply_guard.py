@@ -541,6 +541,10 @@ _CRISIS_ADVICE = re.compile(
     r"\bemergency services\b|\bhelpline\b|\bsuicide (?:line|hotline|prevention)\b|"
     r"信任的人|紧急服务|危机热线|心理热线|求助热线"
 )
+# The language lead ("Their next message is in Chinese…") said back in Chinese, as the
+# 1.5B did in the long session: "他们的下一条消息是中文的。", "你的上一条消息是: …".
+_MESSAGE_TALK = re.compile(r"[上下前后]一?条消息|最新的?消息是")
+_MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?条?消?$|条消息")  # held to the sentence's end
 # ... held to its end where it may come: after a general-advice lead.
 _ADVICE_LEAD = re.compile(
     r"(?:it'?s |it is )(?:always |also |really |so )?(?:best|good|important|a good idea|okay)"
@@ -922,10 +926,14 @@ class ReplyGuard:
         tokens = words(text)
         if not self._opening:
             # The last attempt is shown as it comes, but never the message said back (the
-            # third attempt of "朋友约我周六去吃海鲜自助…" was the message, word for word).
+            # third attempt of "朋友约我周六去吃海鲜自助…" was the message, word for word),
+            # nor an earlier reply whole: "你上次打电话问她什么时候找男朋友？" was the last
+            # attempt of four turns in a row (the long session, seed 1).
             for message in self._message:
                 if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
                     return self._reject("echo", text)
+            if final and len(tokens) >= MIN_COMPARED and tokens in self._earlier:
+                return self._reject("repeat", text)
             copying = any(
                 _copied_run(tokens, m) == len(tokens) or _copying(tokens, m) for m in self._message
             )
@@ -1050,6 +1058,7 @@ class ReplyGuard:
             # a Chinese lead of a few characters may still go on to say the message back
             # ("她的奶奶" + "每天早上都去公园跳广场舞…", the message): held past the window
             or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
+            or bool(_MAY_TALK_OF_MESSAGES.search(said[-1]))
         )
         return not undecided
 
@@ -1237,6 +1246,8 @@ class ReplyGuard:
             return True
         if _NOTES_LINE.search(sentence) or self._recites_instructions(sentence):
             return True
+        if _MESSAGE_TALK.search(sentence):
+            return True  # "他们的下一条消息是中文的。": the language lead, said back
         if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
             return True  # the card's danger line, to a message with no danger in it
         if self._dropped and re.fullmatch(r"[\s*_#`~]*[*_#`~][\s*_#`~]*", sentence):
@@ -1546,11 +1557,15 @@ def _script(
 ) -> Literal["latin", "cjk"] | None:
     """The script a reply to the message must open in, or None when either may: a
     message too short to tell, one that names a language ("how do you say cheers in
-    Chinese?"), or a session whose replies mix the two (a tutor's explanations with the
+    Chinese?"), or after a reply that mixes the two (a tutor's explanations with the
     target language's examples)."""
     if len(message) < 2 or _NAMES_LANGUAGE.search(_normal(user_text)):
         return None
-    for reply in earlier_replies:
+    # The last reply only: a tutor mixes the two reply after reply, but one list of
+    # phrases ("你好 (Nǐ hǎo) - Hello…", to "let me practise my Chinese a bit") left every
+    # Chinese message after it in the window free to get English (the long session, seed
+    # 3: seven in a row).
+    for reply in earlier_replies[-1:]:
         # Both scripts, each a fair share: a tutor's "厨房 is kitchen. Try: 我在厨房做饭."
         # (not a Chinese reply with "AI" in it: the folded pronouns "1"/"2" are no words).
         toks = words(reply)

@@ -274,6 +274,33 @@ def test_the_cards_danger_line_is_left_out_unless_the_user_spoke_of_danger() -> 
     assert rejected is None and shown.endswith("tonight?")
 
 
+def test_a_list_of_phrases_frees_only_the_next_reply_to_mix_the_languages() -> None:
+    # The long session, seed 3: after "let me practise my Chinese a bit" got a list of
+    # phrases, seven Chinese messages in a row got English replies.
+    phrases = "Sure, here are some phrases: - 你好 (Nǐ hǎo) - Hello - 谢谢 (Xièxie) - Thank you"
+    english = "It's important to take care of our loved ones. Have you visited her yet?"
+    message = "我奶奶今年八十三岁了，身体还挺好的"
+    _, rejected = run(ReplyGuard(message, [phrases]), english)
+    assert rejected is None  # right after the list, either language may do
+    _, rejected = run(ReplyGuard(message, [phrases, english]), english)
+    assert rejected is not None and rejected.reason == "language"
+    assert language_lead(message, [phrases, english]) is not None
+
+
+def test_the_last_attempt_never_says_an_earlier_reply_again_whole() -> None:
+    # The long session, seed 1: the same question was the last attempt four turns running.
+    said = "你上次打电话问她什么时候找男朋友？"
+    last = ReplyGuard("其实我挺想她的，已经三年没回成都了", [said], check_opening=False)
+    shown, rejected = run(last, said)
+    assert shown == "" and rejected is not None and rejected.reason == "repeat"
+
+
+def test_the_language_lead_said_back_in_chinese_is_left_out() -> None:
+    reply = "他们的下一条消息是中文的。你奶奶八十三岁还这么硬朗，真好！"
+    shown, rejected = run(ReplyGuard("上次打电话她一直问我什么时候找男朋友"), reply)
+    assert rejected is None and shown == "你奶奶八十三岁还这么硬朗，真好！"
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
