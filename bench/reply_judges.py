@@ -135,6 +135,7 @@ _REFUSAL = re.compile(
     r"create|generate|engage|support|continue)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
     r"|(?:抱歉|对不起)[，,]?我(?:无法|不能)"
+    r"|(?:无法|不能|没办法)直接(?:回答|提供|帮助)"
 )
 _HELPDESK = re.compile(
     r"how (?:can|may|could) i (?:help|assist)"
@@ -148,6 +149,7 @@ _HELPDESK = re.compile(
     r"|有什么(?:可以|能)?(?:帮|为)"
     r"|请随时"
     r"|我可以为你做些什么"
+    r"|更好地(?:帮助|协助)|为您服务|请提供更多"
 )
 _AS_AN_AI = re.compile(
     r"\bas an? (?:ai|artificial intelligence|language model|virtual assistant)\b"
@@ -155,7 +157,7 @@ _AS_AN_AI = re.compile(
     r"(?: language model| assistant| model)\b"
     r"|\bi (?:don't|do not) have (?:personal )?(?:feelings|emotions|opinions|experiences)"
     r"|作为(?:一个|一名)?(?:ai|人工智能|语言模型|AI)"
-    r"|我(?:只是)?(?:一个)?(?:人工智能|语言模型)(?:助手|模型)"
+    r"|我(?:只是|是)?(?:一个)?(?:人工智能|语言模型|ai|AI)(?:助手|模型)"
 )
 _PROMPT_WORDS = re.compile(
     r"recalled[_ ]notes|recalled notes|</?recalled|\bthe user\b|用户的笔记|回忆笔记"

@@ -229,6 +229,8 @@ _REFUSAL = re.compile(
     r"|\b(?:don't|do not) have enough (?:information|details|context)[^.!?\n]{0,12}? to "
     r"(?:create|write|make|tell|come up)"
     r"|我(?:无法|不能|没办法)(?:提供|协助|帮助|帮你|帮您|满足|回答|完成|写)"
+    # "我是AI助手，不能直接回答您的问题。" (a retry, the messages part in Chinese)
+    r"|(?:无法|不能|没办法)直接(?:回答|提供|帮助)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
 )
 # Help-desk sentences, by how they start (normalised: lowercase, apostrophes kept).
@@ -274,6 +276,12 @@ _HELPDESK_STARTS = (
     "作为人工智能",
 )
 # A help-desk phrase inside an "if…" sentence.
+# A help desk's Chinese anywhere in a sentence: "请提供更多详细信息，以便我能更好地帮助您。"
+_HELPDESK_ZH = re.compile(
+    r"更好地(?:帮助|协助|为)|为您服务|请提供更多|有什么(?:可以|能|需要)(?:帮|为)"
+)
+_MAY_SAY_AI = re.compile(r"作为|我是|[Aa][Ii]|人工智能|助手|帮助您|请提供")
+CJK_LEAD = 8  # characters of a later Chinese sentence held while a disclaimer may come
 _HELPDESK_IN = re.compile(
     r"feel free|let me know|don't hesitate|i'm here to help|i am here to help|"
     r"请随时|随时告诉我|随时问我"
@@ -465,6 +473,7 @@ _GO_AHEAD_FIRST = {
 # "I'm sorry, but as an AI companion, I don't have the ability to watch…" in an opening.
 _AS_AN_AI = re.compile(
     r"\bas an? ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
+    r"|我是(?:一个)?(?:ai|人工智能)(?:助手|助理|程序|模型)"
 )
 # The companion says it is a person: "Yes, I am a real person." answered "are you a real
 # person?" in every seed of bench.reply_quality (the 1.5B); the persona is an AI.
@@ -1246,6 +1255,10 @@ class ReplyGuard:
             return True
         if _NOTES_LINE.search(sentence) or self._recites_instructions(sentence):
             return True
+        if not self._asks_identity and _AS_AN_AI.search(_normal(sentence)):
+            return True  # "然而，作为AI助手，我没有能力…" past the opening
+        if _HELPDESK_ZH.search(sentence):
+            return True
         if _MESSAGE_TALK.search(sentence):
             return True  # "他们的下一条消息是中文的。": the language lead, said back
         if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
@@ -1354,6 +1367,9 @@ class ReplyGuard:
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or (self._calm and bool(_ADVICE_LEAD.match(_normal(fragment).lstrip(" *_"))))
+            # "然而，作为AI助手，…": a Chinese sentence's first characters, and one that may
+            # say what the companion is, to its end
+            or (self._cjk and (len(so_far) < CJK_LEAD or bool(_MAY_SAY_AI.search(fragment))))
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))

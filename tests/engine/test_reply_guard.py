@@ -301,6 +301,20 @@ def test_the_language_lead_said_back_in_chinese_is_left_out() -> None:
     assert rejected is None and shown == "你奶奶八十三岁还这么硬朗，真好！"
 
 
+def test_a_chinese_help_desk_and_refusal_past_the_opening() -> None:
+    # The messages part in Chinese: a retry shown whole, and a venting reply's second half.
+    _, rejected = run(
+        ReplyGuard("我对虾过敏，所以每次跟同事聚餐都得先问清楚"),
+        "我是AI助手，不能直接回答您的问题。请提供更多详细信息，以便我能更好地帮助您。",
+    )
+    assert rejected is not None and rejected.reason in ("refusal", "helpdesk")
+    shown, rejected = run(
+        ReplyGuard("今天被客户骂了一顿，明明不是我的错，气死了"),
+        "被人冤枉真的很憋屈，换我也会生气。然而，作为AI助手，我没有情感来判断事情的对错。",
+    )
+    assert rejected is None and shown == "被人冤枉真的很憋屈，换我也会生气。"
+
+
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
     reply = (
         "Sorry, but that sounds like one of those weeks where everything lands on you at "
