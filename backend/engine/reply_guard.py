@@ -554,13 +554,19 @@ _CRISIS_ADVICE = re.compile(
 # 1.5B did in the long session: "他们的下一条消息是中文的。", "你的上一条消息是: …".
 _MESSAGE_TALK = re.compile(r"[上下前后]一?条消息|最新的?消息是")
 _MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?条?消?$|条消息")  # held to the sentence's end
-# ... held to its end where it may come: after a general-advice lead.
-_ADVICE_LEAD = re.compile(
-    r"(?:it'?s |it is )(?:always |also |really |so )?(?:best|good|important|a good idea|okay)"
-    r"|remember\b|please\b|make sure\b|don'?t hesitate|you (?:can|could|might|should) (?:always )?"
-    r"(?:reach|talk|call|contact|find|stay)|(?:try|consider) (?:to )?(?:reach|talk|call|stay)"
-    r"|记得|一定要|最好|可以找|请"
-)
+# ... held to its end where it may come: after a general-advice lead ("Maybe you could talk
+# to someone you trust about it.", to a day of emails: the long session, seed 4).
+_ADVICE_STARTS = (
+    "it's always best", "it's always good", "it's always important", "it's important",
+    "it's a good idea", "it's best", "it's okay to reach", "remember", "please", "make sure",
+    "don't hesitate", "maybe you could talk", "maybe you could reach", "maybe you can talk",
+    "maybe talk", "perhaps you could talk", "you could talk", "you could reach",
+    "you might want to talk", "you might want to reach", "you can always talk",
+    "you can always reach", "you should talk", "you should reach", "try talking",
+    "try reaching", "consider talking", "consider reaching",
+)  # fmt: skip
+_ADVICE_LEAD_ZH = re.compile(r"记得|一定要|最好|可以找|请")
+_AI_LEADS = re.compile(r"^(?:however|but|although|though|well|of course|honestly)[,!]?\s*")
 _DANGER = re.compile(
     r"harm|hurt|kill|suicid|\bdie\b|\bdying\b|\bdead\b|danger|unsafe|\bsafe\b|abus|"
     r"\bhit\b|threat|overdose|can'?t go on|end it|hopeless|panic|scared|afraid|terrified|"
@@ -745,6 +751,28 @@ _SOFT_WORDS = (
 )  # fmt: skip
 # (While it streams, the lead may be all there is yet: "Hello,".)
 _SOFT_LEAD = re.compile(rf"^(?:(?:{'|'.join(_SOFT_WORDS)})[,!]?(?:\s+|$))+")
+
+
+def _may_advise(fragment: str) -> bool:
+    """The sentence so far is, or may still become, general advice (``_ADVICE_STARTS``)."""
+    flat = _normal(fragment).lstrip(" *_\"'([")
+    if _ADVICE_LEAD_ZH.match(flat):
+        return True
+    return bool(flat) and any(s.startswith(flat) or flat.startswith(s) for s in _ADVICE_STARTS)
+
+
+def _may_say_ai(fragment: str) -> bool:
+    """The sentence so far may still say "as an AI" ("However, as an AI companion, I don't
+    have a physical presence…": the long session, seed 3, past a shown opening)."""
+    raw = _normal(fragment).lstrip(" *_\"'([").rstrip(",! ")
+    if raw and any(lead.startswith(raw) for lead in _AI_LEAD_WORDS):
+        return True  # "However," may go on "as an AI…"
+    flat = _AI_LEADS.sub("", raw)
+    return bool(flat) and any(s.startswith(flat) or flat.startswith(s) for s in _AI_STARTS)
+
+
+_AI_STARTS = ("as an ai", "as an artificial")
+_AI_LEAD_WORDS = ("however", "but", "although", "though", "well", "of course", "honestly")
 
 
 def is_helpdesk_sentence(sentence: str) -> bool:
@@ -943,6 +971,8 @@ class ReplyGuard:
                     return self._reject("echo", text)
             if final and len(tokens) >= MIN_COMPARED and tokens in self._earlier:
                 return self._reject("repeat", text)
+            if _MESSAGE_TALK.search(text):  # "她的上一条消息是: …", released before its end
+                return self._reject("recital", text)
             copying = any(
                 _copied_run(tokens, m) == len(tokens) or _copying(tokens, m) for m in self._message
             )
@@ -979,7 +1009,7 @@ class ReplyGuard:
             if may_refuse and not final and _span(tokens) < limit:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
-        if _RECITES_NOTES.search(flat):
+        if _RECITES_NOTES.search(flat) or _MESSAGE_TALK.search(text):
             return self._reject("recital", text)
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
@@ -1366,10 +1396,12 @@ class ReplyGuard:
             )
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
-            or (self._calm and bool(_ADVICE_LEAD.match(_normal(fragment).lstrip(" *_"))))
+            or (self._calm and _may_advise(fragment))
+            or _may_say_ai(fragment)
             # "然而，作为AI助手，…": a Chinese sentence's first characters, and one that may
             # say what the companion is, to its end
             or (self._cjk and (len(so_far) < CJK_LEAD or bool(_MAY_SAY_AI.search(fragment))))
+            or bool(_MESSAGE_TALK.search(fragment) or _MAY_TALK_OF_MESSAGES.search(fragment))
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))

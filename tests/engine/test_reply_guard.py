@@ -295,9 +295,13 @@ def test_the_last_attempt_never_says_an_earlier_reply_again_whole() -> None:
     assert shown == "" and rejected is not None and rejected.reason == "repeat"
 
 
-def test_the_language_lead_said_back_in_chinese_is_left_out() -> None:
+def test_the_language_lead_said_back_in_chinese_is_asked_again_or_left_out() -> None:
     reply = "他们的下一条消息是中文的。你奶奶八十三岁还这么硬朗，真好！"
-    shown, rejected = run(ReplyGuard("上次打电话她一直问我什么时候找男朋友"), reply)
+    message = "上次打电话她一直问我什么时候找男朋友"
+    _, rejected = run(ReplyGuard(message), reply)  # as the opening: asked again
+    assert rejected is not None and rejected.reason == "recital"
+    later = "你奶奶八十三岁还这么硬朗，真好！她的下一条消息是中文的。"  # later: left out
+    shown, rejected = run(ReplyGuard(message), later)
     assert rejected is None and shown == "你奶奶八十三岁还这么硬朗，真好！"
 
 
@@ -313,6 +317,35 @@ def test_a_chinese_help_desk_and_refusal_past_the_opening() -> None:
         "被人冤枉真的很憋屈，换我也会生气。然而，作为AI助手，我没有情感来判断事情的对错。",
     )
     assert rejected is None and shown == "被人冤枉真的很憋屈，换我也会生气。"
+
+
+def test_the_final_long_runs_replies_that_streamed_past_the_guard() -> None:
+    # Seed 4: the danger line after "Maybe you could…", to a day of emails.
+    shown, rejected = run(
+        ReplyGuard("it was one of those days where every single email needed an answer yesterday"),
+        "Oh, that must have been a difficult time! Are you feeling okay? Maybe you could talk "
+        "to someone you trust about it.",
+    )
+    assert rejected is None
+    assert shown == "Oh, that must have been a difficult time! Are you feeling okay?"
+    # Seed 4: the lead said back, with no end to its sentence: asked again.
+    _, rejected = run(
+        ReplyGuard("上次打电话她一直问我什么时候找男朋友"),
+        "她的上一条消息是: 你上次打电话她一直问我什么时候找男朋友",
+    )
+    assert rejected is not None and rejected.reason == "recital"
+    # Seed 3: "as an AI" behind "However," past the opening.
+    shown, rejected = run(
+        ReplyGuard("we keep talking about getting a second cat but Pickle would riot"),
+        "A second cat could be fun, but Pickle sounds like she rules the roost. However, as "
+        "an AI companion, I don't have a physical presence to interact with. Would a slow "
+        "introduction help?",
+    )
+    assert rejected is None
+    assert " ".join(shown.split()) == (
+        "A second cat could be fun, but Pickle sounds like she rules the roost. Would a slow "
+        "introduction help?"
+    )
 
 
 def test_a_sorry_but_that_is_no_refusal_is_shown_once_whole() -> None:
