@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.llm import presets
-from backend.llm.llama_model import DEFAULT_N_CTX, all_threads
+from backend.llm.llama_model import DEFAULT_N_CTX, load_llama, resolve_model_file
+from backend.llm.port import LLMUnavailable
 
 PROMPT = (
     "<|im_start|>system\nYou are a warm companion.<|im_end|>\n<|im_start|>user\n"
@@ -40,16 +41,12 @@ PROMPT = (
 )
 
 
-def _load(name: str, **extra: Any) -> Any:
-    from llama_cpp import Llama
-
-    path = presets.preset_path(name)
-    if path is None:
-        raise FileNotFoundError(f"preset {name} is not installed: {presets.install_hint(name)}")
-    threads = all_threads()
-    return Llama(
-        model_path=str(path), n_ctx=DEFAULT_N_CTX, n_threads=threads,
-        n_threads_batch=threads, verbose=False, **extra,
+def _load(name: str, *, background: bool) -> Any:
+    """The preset loaded by the app's own loader, as when the two roles take turns."""
+    file = resolve_model_file(None, name, None, None)
+    return load_llama(
+        file, n_ctx=DEFAULT_N_CTX, n_threads=None, taking_turns=True,
+        background=background, seed=None,
     )  # fmt: skip
 
 
@@ -80,14 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=80)
     args = parser.parse_args(argv)
     try:
-        chat = _load(args.chat)
-    except (presets.PresetError, FileNotFoundError) as exc:
+        chat = _load(args.chat, background=False)
+    except (ValueError, presets.PresetError, LLMUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     rows = [("alone", *_measure(chat, args.tokens, args.repeat))]
     try:
-        other = _load(args.beside, n_batch=32)
-    except (presets.PresetError, FileNotFoundError) as exc:
+        other = _load(args.beside, background=True)
+    except (ValueError, presets.PresetError, LLMUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     rows.append(("beside, idle", *_measure(chat, args.tokens, args.repeat)))

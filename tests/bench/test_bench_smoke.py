@@ -117,3 +117,26 @@ def test_channel_slices_prints_a_row_per_variant(
     assert channel_slices.main(["--corpus", str(tmp_path), "--weights", "0.1"]) == 0
     header = _header(capsys.readouterr().out, "hybrid weights")
     assert header[1] == "recall@8" and "emotional recall" in header
+
+
+def test_model_speed_prints_its_three_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from backend.llm import presets
+    from bench import model_speed
+
+    small = "smollm2-135m"  # installed by ./install.sh --dev (the real-model tests' preset)
+    if importlib.util.find_spec("llama_cpp") is None or presets.preset_path(small) is None:
+        pytest.skip("the embedded model is not installed")
+    args = ["--chat", small, "--beside", small, "--repeat", "1", "--tokens", "4"]
+    assert model_speed.main(args) == 0
+    out = capsys.readouterr().out
+    header = _header(out, small)
+    assert header == [small, "prompt tokens/s", "generated tokens/s"]
+    assert [row[0] for row in _rows(out, header)] == ["alone", "beside, idle", "beside, busy"]
+    assert "load average" in out
+
+
+def test_model_speed_names_a_missing_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import model_speed
+
+    assert model_speed.main(["--chat", "no-such-preset"]) == 1
+    assert "error:" in capsys.readouterr().err
