@@ -33,6 +33,7 @@ fails while embedding, raises :class:`EmbedderUnavailable`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 import time
@@ -185,4 +186,6 @@ def compute_centre() -> list[float]:
 
 if __name__ == "__main__":
     values = ", ".join(f"{x:.6f}" for x in compute_centre())
+    digest = hashlib.sha256("\n".join(SENTENCES).encode("utf-8")).hexdigest()
+    sys.stdout.write(f'SENTENCES_SHA256 = "{digest}"\n')
     sys.stdout.write(f"CENTRE: tuple[float, ...] = ({values})\n")

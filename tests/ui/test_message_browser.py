@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from backend.memory.types import Namespace
 from tests.llm.scripted_server import Reply
@@ -47,17 +48,19 @@ def test_regenerate_twice_and_flip_between_the_versions(page: Any, h: AppHarness
         last_reply(page).locator(".body", has_text=answer).wait_for()
     reply = last_reply(page)
     assert reply.locator(".version-count").inner_text() == "3/3"
-    # Back with the keyboard alone: ‹ twice (the focus stays on it), then › once.
-    focused = "document.activeElement.className"
+    # Back with the keyboard alone: ‹ twice (the focus stays on it), then › once. (Polled
+    # by Playwright's own assertion: a wait_for_function string is evaluated in the page,
+    # which the app's Content-Security-Policy forbids with playwright 1.65.3.)
     reply.get_by_role("button", name="Previous version").focus()
     page.keyboard.press("Enter")
     last_reply(page).locator(".version-count", has_text="2/3").wait_for()
-    page.wait_for_function(f"{focused} === 'version-prev'")
+    expect(last_reply(page).get_by_role("button", name="Previous version")).to_be_focused()
     page.keyboard.press("Enter")
     last_reply(page).locator(".version-count", has_text="1/3").wait_for()
     assert "no peanuts then." in last_reply(page).locator(".body").inner_text()
     assert last_reply(page).get_by_role("button", name="Previous version").is_disabled()
-    page.wait_for_function(f"{focused} === 'version-next'")  # ‹ is disabled now
+    # ‹ is disabled now: the focus is on ›
+    expect(last_reply(page).get_by_role("button", name="Next version")).to_be_focused()
     page.keyboard.press("Enter")
     last_reply(page).locator(".body", has_text="I will keep peanuts away").wait_for()
     # The one shown is the one in the transcript, after a reload too.
