@@ -32,10 +32,14 @@ quality"); this guard stops the rest:
   small model falls into: "Have you thought about what kind of things they're looking
   for in an architect?" in reply after reply), and one that turns round a like or dislike
   the message stated ("Your cat Saffron really loves the rain" to "Saffron hates the
-  rain": ``backend.engine.flipped_likes``). Such a sentence is held until it ends,
+  rain": ``backend.engine.flipped_likes``), and one that says "as an AI" or a Chinese
+  help desk ("…以便我能更好地帮助您。"), the language lead said back ("他们的下一条消息是
+  中文的。"), or the card's line for a user in danger ("…someone you trust…") to messages
+  with no danger in them. Such a sentence is held until it ends,
   and only while it may still be one of these; nothing else is held
   after the opening, and a reply is never left with nothing (``end``: an attempt whose
-  every sentence was left out is sampled again; the last one shows them). Next to a
+  every sentence was left out is sampled again; the last one shows them, unless it says
+  an earlier reply again whole: then ``stand_ins.lost_thread``). Next to a
   recalled health note every sentence is held to its end, and a go-ahead that says
   nothing of the note is replaced by the note, said back ("But remember: you are
   allergic to peanuts."); a reply to a message that asks what to be careful with
