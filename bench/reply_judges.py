@@ -76,6 +76,11 @@ Definitions:
     four of them short (``VERSE_LINE`` tokens or fewer) and none a list item, to a message
     that asks for no poem, song, rhyme, lines or joke (``kind`` ``poem`` or ``joke``
     aside: a joke's question and punchline come on short lines too);
+  - ``sympathy``: sympathy for good news ("I'm sorry to hear that your brother Sami has
+    just gotten engaged"): the message tells of an engagement, a wedding, a birth, a
+    new job, a promotion, an exam passed, a win or a birthday and of no loss or trouble
+    (``_GOOD_NEWS``, ``_TROUBLE``), and one of the reply's first two sentences says
+    "sorry to hear", "sorry for…", "condolences" or "听到…难过/遗憾";
   - ``language``: the reply is in another script than the message (English answered in
     Chinese: at least half the reply's tokens CJK; Chinese answered in English: under a
     fifth), unless the message names a language or asks for a translation.
@@ -497,7 +502,35 @@ def unanswered(reply: str, message: str, *, kind: str = "") -> str | None:
         return "verse"
     if hands_back(reply, message):
         return "handback"
+    if sympathy_for_good_news(reply, message):
+        return "sympathy"
     return None
+
+
+# Written apart from the guard's list (``backend.engine.good_news``), as every judge here.
+_GOOD_NEWS = re.compile(
+    r"\b(?:engaged|engagement|wedding|married|promoted|promotion|graduated|pregnant|"
+    r"birthday|born|won|passed (?:my|the|her|his)|got the (?:job|place|offer)|new job|"
+    r"had (?:her|his|their|a) baby|baby (?:girl|boy)|accepted)\b"
+    r"|订婚|结婚|升职|考上|录取|毕业|生日|出生|怀孕|好消息"
+)
+_TROUBLE = re.compile(
+    r"\b(?:died|passed away|funeral|lost|sick|ill|hospital|fired|broke up|divorce|worried|"
+    r"nervous|stressed|anxious|dreading|sad|upset|cancelled|failed|not|didn t|wasn t|"
+    r"never|awful|terrible|rough)\b"
+    r"|去世|生病|住院|分手|离婚|担心|紧张|压力|难过|伤心|失败|没|不"
+)
+_CONDOLES = re.compile(
+    r"\bsorry (?:to hear|for (?:your|the)|that)\b|\bcondolences\b|听到.{0,8}(?:难过|遗憾)"
+)
+
+
+def sympathy_for_good_news(reply: str, message: str) -> bool:
+    """Sympathy said to good news (module docstring, ``unanswered``)."""
+    told = _plain(message)
+    if not _GOOD_NEWS.search(told) or _TROUBLE.search(told):
+        return False
+    return any(_CONDOLES.search(_plain(s)) for s in sentences(reply)[:2])
 
 
 def uses_probe(reply: str, expects_any: Sequence[str]) -> bool:

@@ -1,7 +1,7 @@
 """The companion's replies, judged the way a user reads them, over several seeds.
 
     python -m bench.reply_quality [--config F] [--seeds 5] [--parts messages,probes,safety,long]
-        [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--lang en|zh]
+        [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--lang en|zh] [--kind K,...]
         [--out REPLIES.jsonl] [--report REPLIES.jsonl]
 
 Everything runs through the app's real engine, built by ``build_services`` from the
@@ -17,7 +17,8 @@ The parts:
   them, in an order shuffled by the seed, as the turns of one ongoing session. The
   hippocampus is a quiet stand-in (compact contract, no facts), so the replies are judged
   and not memory formation, and the run is not slowed by it. ``--lang zh`` (or ``en``)
-  sends only the messages in that language (``--limit`` then counts those).
+  sends only the messages in that language, ``--kind news,joke`` only those kinds
+  (``--limit`` then counts those).
 - ``probes``: the three shared conversations (``bench/data/eval/conversations``) with the
   store filled by the perfect hippocampus (``bench/data/formation_oracle``): the earlier
   sessions are replayed with their scripted replies, then the last session's turns get
@@ -309,11 +310,16 @@ async def part_messages(
     limit: int | None,
     log: Callable[[str], None],
     lang: str | None = None,
+    kinds: Sequence[str] = (),
 ) -> None:
     engine = services.engine
     engine.hippocampus = QuietHippocampus()
     engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
-    messages = [m for m in load_messages() if lang is None or m.get("lang") == lang][:limit]
+    messages = [
+        m
+        for m in load_messages()
+        if (lang is None or m.get("lang") == lang) and (not kinds or m.get("kind") in kinds)
+    ][:limit]
     judge = Judge(services.personas, "companion")
     user = f"bench-reply-{run.seed}"
     for n, item in enumerate(messages):
@@ -518,7 +524,9 @@ async def run_seed(
             configured = (services.engine.hippocampus, services.engine.settings)
             log(f"seed {seed}: chat {chat.model}, hippocampus {configured[0].model}")
             if "messages" in parts:
-                await part_messages(services, run, args.max_tokens, args.limit, log, args.lang)
+                await part_messages(
+                    services, run, args.max_tokens, args.limit, log, args.lang, args.kinds
+                )
             if "probes" in parts:
                 await part_probes(services, run, args.max_tokens, chat, log)
             if "safety" in parts:
@@ -651,6 +659,11 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
     parser.add_argument(
         "--lang", choices=("en", "zh"), default=None, help="only the messages in this language"
     )
+    parser.add_argument(
+        "--kind",
+        default="",
+        help="comma-separated: only the messages of these kinds (news, joke, venting…)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="every reply as JSON Lines")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
@@ -673,6 +686,7 @@ def main(argv: Sequence[str] | None = None, *, chat_factory: ChatFactory | None 
         parser.error(f"unknown parts {unknown}" if unknown else "--seeds must be at least 1")
     if args.long_seeds is None:
         args.long_seeds = args.seeds
+    args.kinds = tuple(k.strip() for k in args.kind.split(",") if k.strip())
 
     def log(line: str) -> None:
         if not args.quiet:

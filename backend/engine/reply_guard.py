@@ -70,13 +70,14 @@ from typing import Literal
 
 from backend.engine.allergen_foods import CONDITION_NAMED, offers_ruled_out, ruled_out
 from backend.engine.flipped_likes import flips, may_flip, stated
+from backend.engine.good_news import is_good_news, may_sympathise, sympathises
 from backend.engine.notes_clause import NotesClauseFilter
 from backend.engine.prompt import said_to_user, second_person
 from backend.memory.keywords import STOP_WORDS_EN
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
-    "verse", "flip", "recital",
+    "verse", "flip", "recital", "sympathy",
 ]  # fmt: skip
 
 HOLD_TOKENS = 10  # the most the opening is held back
@@ -200,6 +201,10 @@ HINTS: dict[Reason, str] = {
     "flip": (
         "Do not turn round what they just told you they like or dislike: respond to it as "
         "they said it."
+    ),
+    # "I'm sorry to hear that your brother Sami has just gotten engaged" (issue 24)
+    "sympathy": (
+        "They told you good news: be glad with them and say so warmly. Do not say you are sorry."
     ),
 }
 
@@ -944,6 +949,7 @@ class ReplyGuard:
         self._shown_any = False
         self._listing = False  # the reply has a list: its lines are never repeats
         self._stances = stated(user_text)  # what the message says it likes or dislikes
+        self._good_news = is_good_news(user_text)  # "sorry to hear" to it is left out
         self._flipped: list[str] = []  # sentences left out for turning one round
         # "…, as noted in your recalled notes": left out of what is shown
         self._clauses = NotesClauseFilter()
@@ -1015,6 +1021,8 @@ class ReplyGuard:
             return self._judge_health(text, flat, said, tokens, final)
         if _RECITES_NOTES.search(flat) or _MESSAGE_TALK.search(text):
             return self._reject("recital", text)
+        if self._good_news and sympathises(said[0] if said else text):
+            return self._reject("sympathy", text)  # "I'm sorry to hear…" to an engagement
         if self._answers and _DENIES_KNOWING.search(flat):
             return self._reject("forgot", text)
         if self._recall:
@@ -1297,6 +1305,8 @@ class ReplyGuard:
             return True  # "他们的下一条消息是中文的。": the language lead, said back
         if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
             return True  # the card's danger line, to a message with no danger in it
+        if self._good_news and sympathises(sentence):
+            return True  # "I'm sorry to hear that…" to an engagement
         if self._dropped and re.fullmatch(r"[\s*_#`~]*[*_#`~][\s*_#`~]*", sentence):
             return True  # the "**" that closed a sentence left out
         if self._stances and flips(sentence, self._stances):
@@ -1401,6 +1411,7 @@ class ReplyGuard:
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or _may_become_helpdesk(fragment)
             or (self._calm and _may_advise(fragment))
+            or (self._good_news and may_sympathise(fragment))
             or _may_say_ai(fragment)
             # "然而，作为AI助手，…": a Chinese sentence's first characters, and one that may
             # say what the companion is, to its end

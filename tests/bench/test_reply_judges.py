@@ -405,3 +405,29 @@ def test_a_reply_that_says_an_earlier_message_back_is_an_echo() -> None:
     told = ["my cat is called Pickle", "she's a grey tabby, about three"]
     assert not judges.says_earlier_back("Your cat is called Pickle!", "what's her name?", told)
     assert judges.says_earlier_back("Your cat is called Pickle!", "she's asleep now", told)
+
+
+@pytest.mark.parametrize(
+    ("reply", "message", "expected"),
+    [
+        # issue 24: the 1.5B's stock opening to an engagement
+        (
+            "I'm sorry to hear that your brother Sami has just gotten engaged. How is he?",
+            "my brother Sami just got engaged!",
+            "sympathy",
+        ),
+        ("听到这个消息我很难过。你还好吗？", "我考上研究生了！太开心了", "sympathy"),
+        ("Congratulations! How did the test go?", "I passed my driving test this morning", None),
+        # sympathy where it belongs
+        ("I'm so sorry to hear that.", "my grandad passed away on my birthday", None),
+        (
+            "I'm sorry to hear that, speeches are hard.",
+            "Sami got engaged but I'm dreading the speech",
+            None,
+        ),
+    ],
+)
+def test_sympathy_for_good_news_is_unanswered(
+    reply: str, message: str, expected: str | None
+) -> None:
+    assert judges.unanswered(reply, message) == expected

@@ -208,3 +208,13 @@ def test_lang_sends_only_the_messages_in_that_language(
     assert code == 0, capsys.readouterr().out
     replies = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
     assert [r["message"] for r in replies] == ["我今天好累", "我今天好累"]  # first and ongoing
+    # --kind does the same for kinds of message.
+    code = reply_quality.main(
+        ["--config", str(small_data), "--seeds", "1", "--parts", "messages", "--kind", "venting",
+         "--quiet", "--out", str(out_file)],
+        chat_factory=Scripted,
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().out
+    replies = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
+    kinds = {m["text"]: m.get("kind") for m in data["messages"]}
+    assert replies and {kinds[r["message"]] for r in replies} == {"venting"}

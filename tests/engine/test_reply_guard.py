@@ -1473,3 +1473,26 @@ def test_the_guard_says_the_note_instead_of_the_offered_food() -> None:
     opening = "Add some crab legs! They're great."
     shown, rejected = run(ReplyGuard(message, health_notes=SHELLFISH), opening)
     assert "crab" not in shown and (rejected is not None or "allergic to shellfish" in shown)
+
+
+def test_sympathy_for_good_news_is_asked_again_or_left_out() -> None:
+    # The 1.5B's stock opening, said to an engagement (issue 24).
+    message = "my brother Sami just got engaged!"
+    reply = "I'm sorry to hear that your brother Sami has just gotten engaged. How is he?"
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert shown == ""
+    assert rejected is not None and rejected.reason == "sympathy"
+    assert "good news" in rejected.hint
+    # The last attempt shows what is left.
+    shown, rejected = run(ReplyGuard(message, check_opening=False), reply)
+    assert rejected is None and shown == "How is he?"
+    # Glad replies go through, and sympathy to bad news is what it should be.
+    glad = "That's wonderful news! Congratulations to Sami. Have they set a date?"
+    shown, rejected = run(ReplyGuard(message), glad)
+    assert rejected is None and shown == glad
+    sad = "I'm sorry to hear that. Do you want to talk about it?"
+    shown, rejected = run(ReplyGuard("my brother Sami just lost his job"), sad)
+    assert rejected is None and shown == sad
+    # In Chinese.
+    shown, rejected = run(ReplyGuard("我妹妹昨天订婚了！"), "听到这个消息我很难过。她还好吗？")
+    assert rejected is not None and rejected.reason == "sympathy"
