@@ -181,8 +181,9 @@ async def write_long_term(
     ``sources``: the user messages the run read, ``(id, text)``; each memory written or
     reinforced records those it was formed from (``record_provenance``).
     """
-    if result is None or not result.long_term:
+    if result is None:
         return [], None
+    # Even with no candidates: the user's name said this turn is one (``name_fact``).
     screened = screen_candidates(engine, state, text, persona, result)
     rejected = [
         WriteOutcome("reject", s.candidate.content, s.rejected)

@@ -57,7 +57,14 @@ from backend.memory.grounding import (
     is_content_free,
     specifics,
 )
-from backend.memory.subjects import about, named_mention, refile, reowned, resolve_opening
+from backend.memory.subjects import (
+    about,
+    named_mention,
+    own_name,
+    refile,
+    reowned,
+    resolve_opening,
+)
 from backend.memory.types import Candidate, Emotion, clamp01
 from backend.memory.whose_fact import says_nothing, someone_else
 from backend.memory.wording import third_person
@@ -267,12 +274,34 @@ def screen(
     candidates: Iterable[Candidate], evidence: Evidence, *, min_support: float = MIN_SUPPORT
 ) -> list[Screened]:
     """Screen each candidate (same order), a compound one fact by fact; see the module
-    docstring."""
-    return [
+    docstring. The user's name, given in these messages and in no accepted fact, is added
+    last (``name_fact``)."""
+    screened = [
         screen_one(piece, evidence, min_support=min_support)
         for candidate in candidates
         for piece in one_fact_each(candidate)
     ]
+    named = name_fact(evidence, accepted(screened))
+    if named is not None:
+        screened.append(screen_one(named, evidence, min_support=min_support))
+    return screened
+
+
+def name_fact(evidence: Evidence, facts: Sequence[Candidate]) -> Candidate | None:
+    """"The user's name is Noor." when the user said "I'm Noor" in the messages the run
+    read and none of ``facts`` names them so: the 0.5B hippocampus often leaves the name
+    out ("The user teaches chemistry in Leeds." alone, on the default install's first
+    chat), and a companion that forgets who it talks to is the first thing a user sees."""
+    name = own_name(evidence.user)
+    if name is None or any(name.casefold() in fact.content.casefold() for fact in facts):
+        return None
+    return Candidate(
+        f"The user's name is {name}.",
+        category="personal_fact",
+        importance=0.9,
+        confidence=0.9,
+        keywords=("name", *name.lower().split()),
+    )
 
 
 def accepted(screened: Sequence[Screened]) -> list[Candidate]:

@@ -228,6 +228,29 @@ def names_said(text: str) -> list[str]:
     return out
 
 
+# Capitalised words after "I'm" that are no name: "I'm British", "I'm Catholic".
+_NOT_OWN_NAME_TEXT = """american australian british canadian chinese dutch english french
+    german greek indian irish italian japanese korean mexican nigerian pakistani polish
+    portuguese russian scottish spanish swedish turkish ukrainian vietnamese welsh european
+    asian african catholic christian muslim jewish hindu buddhist vegan vegetarian okay fine
+    good great back home here sorry tired just not so still also really very"""
+_NOT_OWN = frozenset(_NOT_OWN_NAME_TEXT.split()) | _IGNORED
+
+
+def own_name(texts: Sequence[str]) -> str | None:
+    """The name the user last gave as their own in ``texts`` ("I'm Noor", "my name is
+    Zhao Lei", "call me Ray"), a nationality or a mood aside ("I'm British")."""
+    found: str | None = None
+    for text in texts:
+        for match in _SELF_NAME.finditer(text.replace("’", "'")):
+            first, last = (
+                w if w and w.casefold() not in _NOT_OWN else None for w in match.groups()
+            )
+            if first is not None:
+                found = first if last is None else f"{first} {last}"
+    return found
+
+
 def _own_names(text: str) -> set[str]:
     """The user's own names in ``text`` ("I'm Priya", "my name is Zhao Lei", "call me Ray")."""
     found = _SELF_NAME.finditer(text.replace("’", "'"))

@@ -225,3 +225,27 @@ async def test_compact_facts_must_come_from_the_new_message(compact: Rig) -> Non
     [rejected] = report["rejected"]
     assert rejected["content"] == "The user's hamster Tudou is a night owl."
     assert rejected["reason"].startswith("not grounded")
+
+
+async def test_the_users_name_is_kept_when_the_model_forms_no_fact_of_it(compact: Rig) -> None:
+    # The 0.5B's answer to the default install's first chat named the job, not the user.
+    compact.hippocampus.enqueue([compact_answer("The user teaches chemistry in Leeds.")])
+    compact.chat.enqueue(["Chemistry! Lovely."])
+    turn, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="hi! I'm Noor, I teach chemistry in Leeds")
+    )
+    assert [w["content"] for w in report["written"]] == [
+        "The user teaches chemistry in Leeds.",
+        "The user's name is Noor.",
+    ]
+    # ... and with no fact at all: the name still is one; said again, it is the same memory.
+    compact.hippocampus.enqueue([compact_answer()])
+    compact.chat.enqueue(["How was your week at school?"])
+    _, report = await compact.engine.run(
+        TurnRequest(
+            user_id="u1", text="it's Noor again, I'm Noor from Leeds", session_id=turn.session.id
+        )
+    )
+    stored = [m.content for m in compact.long_term.store.list(NS)]
+    assert stored.count("The user's name is Noor.") == 1
+    assert not report["written"]

@@ -8,9 +8,11 @@ from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
 from backend.memory.grounding import grounding, is_content_free, support
 from backend.memory.screening import (
     Evidence,
+    accepted,
     calibrate_importance,
     importance_prior,
     infer_category,
+    name_fact,
     screen,
     screen_one,
 )
@@ -242,3 +244,25 @@ def test_statements_keep_decimal_numbers_whole() -> None:
     assert screen_one(fact("The user's target is 7.0 overall."), said).rejected is None
     zh = Evidence(user=("我的目标是7.0分。可以吗？",))
     assert screen_one(fact("用户的目标是7.0分。"), zh).rejected is None
+
+
+def test_the_users_name_said_and_left_out_by_the_model_is_added() -> None:
+    # The default install's first chat: the 0.5B wrote the job and not the name.
+    said = Evidence(user=("hi! I'm Noor, I teach chemistry in Leeds and my cat hates the rain",))
+    facts = accepted(screen([Candidate("The user teaches chemistry in Leeds.")], said))
+    assert [f.content for f in facts] == [
+        "The user teaches chemistry in Leeds.",
+        "The user's name is Noor.",
+    ]
+    named = facts[1]
+    assert named.subject == "user" and "noor" in named.keywords
+    # Not again when a fact names them, nor for a nationality or a mood.
+    kept = accepted(screen([Candidate("The user is called Noor.")], said))
+    assert [f.content for f in kept] == ["The user is called Noor."]
+    for text in ("I'm British, born in Leeds", "I'm Sorry I was late", "I'm so tired"):
+        assert accepted(screen([], Evidence(user=(text,)))) == []
+    # Two names: "my name is Zhao Lei".
+    two = accepted(screen([], Evidence(user=("my name is Zhao Lei and I'm new here",))))
+    assert [f.content for f in two] == ["The user's name is Zhao Lei."]
+    # A name the persona said is no user's name.
+    assert name_fact(Evidence(persona=("Hi, I'm Companion!",)), []) is None
