@@ -259,7 +259,10 @@ def one_fact_each(candidate: Candidate) -> list[Candidate]:
     the model meant is not ours to guess."""
     if candidate.supersedes or candidate.named:
         return [candidate]
-    facts = facts_of(candidate.content)
+    # Read in the third person: "I'm Tess, 36, and I sit at a desk all day" is two facts
+    # as much as "The user is Tess, 36, and the user sits…" (the fitness conversation).
+    user = candidate.subject != "persona"
+    facts = facts_of(third_person(candidate.content) if user else candidate.content)
     if len(facts) == 1:
         return [candidate]
     pieces = []
@@ -293,7 +296,8 @@ def name_fact(evidence: Evidence, facts: Sequence[Candidate]) -> Candidate | Non
     out ("The user teaches chemistry in Leeds." alone, on the default install's first
     chat), and a companion that forgets who it talks to is the first thing a user sees."""
     name = own_name(evidence.user)
-    if name is None or any(name.casefold() in fact.content.casefold() for fact in facts):
+    said = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE) if name else None
+    if said is None or any(said.search(fact.content) for fact in facts):
         return None
     return Candidate(
         f"The user's name is {name}.",

@@ -238,17 +238,17 @@ _NOT_OWN = frozenset(_NOT_OWN_NAME_TEXT.split()) | _IGNORED
 
 
 def own_name(texts: Sequence[str]) -> str | None:
-    """The name the user last gave as their own in ``texts`` ("I'm Noor", "my name is
-    Zhao Lei", "call me Ray"), a nationality or a mood aside ("I'm British")."""
-    found: str | None = None
+    """The name the user first gave as their own in ``texts`` ("I'm Noor", "my name is
+    Zhao Lei"; not the nickname after it: "I'm Xiaoman btw, most people just call me
+    Man"), a nationality or a mood aside ("I'm British")."""
     for text in texts:
         for match in _SELF_NAME.finditer(text.replace("’", "'")):
             first, last = (
                 w if w and w.casefold() not in _NOT_OWN else None for w in match.groups()
             )
             if first is not None:
-                found = first if last is None else f"{first} {last}"
-    return found
+                return first if last is None else f"{first} {last}"
+    return None
 
 
 def _own_names(text: str) -> set[str]:

@@ -266,3 +266,21 @@ def test_the_users_name_said_and_left_out_by_the_model_is_added() -> None:
     assert [f.content for f in two] == ["The user's name is Zhao Lei."]
     # A name the persona said is no user's name.
     assert name_fact(Evidence(persona=("Hi, I'm Companion!",)), []) is None
+
+
+def test_the_name_is_the_first_one_given_and_a_first_person_compound_is_cut() -> None:
+    # The diary: the name, not the nickname after it; already stored: nothing added.
+    said = Evidence(user=("deadline brain. I'm Xiaoman btw, most people just call me Man",))
+    assert name_fact(said, []) is not None
+    assert name_fact(said, []).content == "The user's name is Xiaoman."  # type: ignore[union-attr]
+    assert name_fact(said, [Candidate("The user is Xiaoman.")]) is None
+    # "Man" inside "Xiaoman" is no mention of the name "Man"; a word is.
+    assert name_fact(Evidence(user=("call me Man",)), [Candidate("The user is Xiaoman.")])
+    # The fitness conversation: the model's first-person compound, cut like a third-person one.
+    tess = Evidence(user=("I'm Tess, 36, and I sit at a desk all day as a software tester.",))
+    compound = Candidate("I'm Tess, 36, and I sit at a desk all day as a software tester.")
+    facts = [c.content for c in accepted(screen([compound], tess))]
+    assert facts == [
+        "The user is Tess, 36.",
+        "The user sits at a desk all day as a software tester.",
+    ]
