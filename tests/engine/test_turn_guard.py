@@ -239,6 +239,14 @@ def test_the_request_to_go_on_is_not_the_one_said_last() -> None:
     second = lost_thread("I had a rough day", [first])
     assert second != first and lost_thread("I had a rough day", [second]) == first
     assert lost_thread("我今天好累", [lost_thread("我今天好累")]) != lost_thread("我今天好累")
+    # A long evening's stand-ins never say one again while another is unsaid (the long
+    # session's Chinese stretch said one twice), then the one said longest ago.
+    for message in ("I had a rough day", "我今天好累", "do you remember my cat?", "我叫什么？"):
+        said: list[str] = []
+        for _ in range(4):
+            said.append(lost_thread(message, ["Other reply.", *said]))
+        assert len(set(said)) == 4
+        assert lost_thread(message, said) == said[0]
 
 
 async def test_the_guard_compares_with_replies_the_prompt_no_longer_shows(rig: Rig) -> None:
