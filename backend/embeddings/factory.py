@@ -12,8 +12,8 @@ from backend.embeddings.port import Embedder
 
 EmbedderKind = Literal["local", "openai"]
 #: The offline models, by the name the configuration uses (``embedding.model``).
-LocalModel = Literal["all-minilm-l6-v2", "e5-small-v2"]
-LOCAL_MODELS: tuple[LocalModel, ...] = ("all-minilm-l6-v2", "e5-small-v2")
+LocalModel = Literal["all-minilm-l6-v2", "e5-small-v2", "minilm-e5"]
+LOCAL_MODELS: tuple[LocalModel, ...] = ("all-minilm-l6-v2", "e5-small-v2", "minilm-e5")
 #: The offline model a configuration that names none gets (docs/benchmarks.md, "Embedder").
 DEFAULT_LOCAL_MODEL: LocalModel = "all-minilm-l6-v2"
 
@@ -23,9 +23,10 @@ def build_embedder(kind: EmbedderKind, **options: Any) -> Embedder:
 
     ``"local"``: ``model`` (one of ``LOCAL_MODELS``, default ``DEFAULT_LOCAL_MODEL``)
     picks :class:`~backend.embeddings.local_e5.LocalE5Embedder` (``model_dir``,
-    ``intra_op_threads``, ``batch_size``) or
+    ``intra_op_threads``, ``batch_size``),
     :class:`~backend.embeddings.local_minilm.LocalMiniLMEmbedder` (``model_path``,
-    ``tokenizer_path``, ``intra_op_threads``, ``batch_size``).
+    ``tokenizer_path``, ``intra_op_threads``, ``batch_size``) or the two blended
+    (``"minilm-e5"``, :func:`~backend.embeddings.fused.minilm_e5`: ``intra_op_threads``).
     ``"openai"``: :class:`~backend.embeddings.openai_compat.OpenAICompatEmbedder`
     (``base_url``, ``model``, ``api_key``, ``dimensions``, ``timeout``,
     ``batch_size``, ``max_retries``).
@@ -40,6 +41,10 @@ def build_embedder(kind: EmbedderKind, **options: Any) -> Embedder:
             from backend.embeddings.local_e5 import LocalE5Embedder
 
             return LocalE5Embedder(**options)
+        if model == "minilm-e5":
+            from backend.embeddings.fused import minilm_e5
+
+            return minilm_e5(**options)
         if model == "all-minilm-l6-v2":
             from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 

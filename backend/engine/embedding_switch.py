@@ -60,6 +60,8 @@ OFFLINE_MODELS = {
     # not here: its vectors can no longer be made, so a store in it is searched by words
     # while it is embedded again.)
     "e5-small-v2-onnx-int8-qp-centred": "e5-small-v2",
+    # the two blended (``backend.embeddings.fused.space_name``)
+    "all-MiniLM-L6-v2-onnx-int8+e5-small-v2-onnx-int8-qp-centred@0.7": "minilm-e5",
 }
 #: Seconds between progress writes to the record (doctor reads them).
 RECORD_EVERY_S = 2.0
