@@ -34,8 +34,10 @@ quality"); this guard stops the rest:
   the message stated ("Your cat Saffron really loves the rain" to "Saffron hates the
   rain": ``backend.engine.flipped_likes``), and one that says "as an AI" or a Chinese
   help desk ("…以便我能更好地帮助您。"), the language lead said back ("他们的下一条消息是
-  中文的。"), or the card's line for a user in danger ("…someone you trust…") to messages
-  with no danger in them. Such a sentence is held until it ends,
+  中文的。"), the card's line for a user in danger ("…someone you trust…") to messages
+  with no danger in them, or sympathy to good news ("I'm sorry to hear that your brother
+  Sami has just gotten engaged": ``good_news``; as the opening it is asked again). Such a
+  sentence is held until it ends,
   and only while it may still be one of these; nothing else is held
   after the opening, and a reply is never left with nothing (``end``: an attempt whose
   every sentence was left out is sampled again; the last one shows them, unless it says
