@@ -9,11 +9,12 @@ Two scoring modes (``RetrievalPolicy.mode``):
   cosine distances, exactly as the spec describes;
 - ``hybrid`` (the app's default, docs/memory-model.md): ``backend.memory.hybrid`` scores
   cosine + BM25 + importance, memories whose relevance evidence is below
-  ``min_relevance`` are dropped unless ``held`` (pinned, or a health note within the
-  salient rule: :func:`held_below_floor`), the top ``rerank_n`` are read again by the
-  injected cross-encoder (``backend.memory.rerank``), restatements of a better-scored
-  memory are collapsed (``same_fact``), and GIST runs over the survivors with the same
-  "fact" distance.
+  ``min_relevance`` are dropped (but for a question about the user's best
+  ``OWN_QUESTION_KEEP``: ``own_questions.asks_about_user``) unless ``held`` (pinned, or
+  a health note within the salient rule: :func:`held_below_floor`), the top
+  ``rerank_n`` are read again by the injected cross-encoder (``backend.memory.rerank``),
+  restatements of a better-scored memory are collapsed (``same_fact``), and GIST runs
+  over the survivors with the same "fact" distance.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 from backend.memory.explain import ScoreExplanation, explain_hybrid, explain_limbic
 from backend.memory.gist import GistResult, distance_matrix, gist_select
 from backend.memory.hybrid import CorpusStats, cosine_trust, relevance_evidence, score_hybrid
+from backend.memory.own_questions import asks_about_user
 from backend.memory.rerank import Reranker, rerank
 from backend.memory.restatements import collapse_restatements, fact_similarities
 from backend.memory.scoring import score_pool
@@ -36,6 +38,10 @@ from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 # collapse and GIST (measured: no recall change down to 3k on the eval corpus; it bounds
 # the pairwise work whatever the pool size).
 DIVERSITY_WINDOW = 4
+# hybrid: a question about the user keeps this many best-scored candidates below the
+# relevance floor, if the message gives them any evidence ("Which mistake do I keep making?" and "The user always mix up went and
+# gone.": cosine 0.10, the best of the tutor demo's five notes; ``own_questions``).
+OWN_QUESTION_KEEP = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,11 +236,15 @@ def _retrieve_hybrid(
     below = 0
     held_ids: set[str] = set()
     trust = cosine_trust(query_text, weights)
+    # A question about the user asks for what is known of them: its best few candidates
+    # pass the floor on any evidence at all (``own_questions``).
+    keep_best = OWN_QUESTION_KEEP if asks_about_user(query_text) else 0
     if policy.min_relevance > 0:
         kept_ranked = []
-        for item in ranked:
+        for rank, item in enumerate(ranked):
             said = relevance_evidence(item.score, trust, weights)
-            if said >= policy.min_relevance or item.memory.id in spoken_for:
+            best = rank < keep_best and said > 0  # some evidence, if little
+            if said >= policy.min_relevance or item.memory.id in spoken_for or best:
                 kept_ranked.append(item)
             elif held is not None and held(item.memory):
                 kept_ranked.append(item)

@@ -291,7 +291,7 @@ def screen(
 
 
 def name_fact(evidence: Evidence, facts: Sequence[Candidate]) -> Candidate | None:
-    """"The user's name is Noor." when the user said "I'm Noor" in the messages the run
+    """ "The user's name is Noor." when the user said "I'm Noor" in the messages the run
     read and none of ``facts`` names them so: the 0.5B hippocampus often leaves the name
     out ("The user teaches chemistry in Leeds." alone, on the default install's first
     chat), and a companion that forgets who it talks to is the first thing a user sees."""

@@ -6,7 +6,13 @@ import functools
 import numpy as np
 
 from backend.memory.hybrid import score_hybrid
-from backend.memory.retrieve import Retrieval, diversify, held_below_floor, retrieve
+from backend.memory.retrieve import (
+    OWN_QUESTION_KEEP,
+    Retrieval,
+    diversify,
+    held_below_floor,
+    retrieve,
+)
 from backend.memory.scoring import score_pool
 from backend.memory.types import RetrievalPolicy
 
@@ -165,6 +171,38 @@ def test_hybrid_min_relevance_drops_what_the_message_does_not_speak_for() -> Non
         policy=policy,
     )  # fmt: skip
     assert nothing.items == () and nothing.below_relevance == 2
+
+
+def unit_towards(a: np.ndarray, b: np.ndarray, cosine: float) -> np.ndarray:
+    """A unit vector at ``cosine`` to ``a`` (``a`` and ``b`` orthonormal)."""
+    return cosine * a + np.sqrt(1 - cosine**2) * b
+
+
+def test_a_question_about_the_user_keeps_its_best_notes_below_the_floor() -> None:
+    # The tutor demo: "The user always mix up went and gone." at cosine 0.10 to the
+    # question, the best of five notes, all under the floor.
+    axes = np.eye(8)
+    weak = [0.10, 0.08, 0.074, 0.06, -0.026]
+    pool = [
+        memory(f"m{i}", text, vector=unit_towards(axes[0], axes[i + 1], c), importance=0.7)
+        for i, (text, c) in enumerate(zip(
+            ["The user always mix up went and gone.", "The user moved his exam to April 28.",
+             "The user wants to make a study plan.", "The user's English is around B1 level.",
+             "The user's name is Marco."], weak, strict=True))
+    ]  # fmt: skip
+    policy = RetrievalPolicy(k=8, mode="hybrid", min_relevance=0.3)
+    asked = retrieve(
+        pool, now=NOW, query_text="Which mistake do I keep making that I should drill?",
+        query_vector=axes[0], target_emotion=None, policy=policy,
+    )  # fmt: skip
+    ids = [item.memory.id for item in asked.items]
+    assert "m0" in ids and len(ids) == OWN_QUESTION_KEEP and asked.below_relevance == 2
+    # Venting is no question about the user: the floor drops them all.
+    vented = retrieve(
+        pool, now=NOW, query_text="ugh, drills and mistakes all day at work",
+        query_vector=axes[0], target_emotion=None, policy=policy,
+    )  # fmt: skip
+    assert vented.items == () and vented.below_relevance == 5
 
 
 def test_below_the_floor_only_pinned_and_salient_health_notes_are_held() -> None:
