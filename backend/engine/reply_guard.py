@@ -34,7 +34,8 @@ quality"); this guard stops the rest:
   the message stated ("Your cat Saffron really loves the rain" to "Saffron hates the
   rain": ``backend.engine.flipped_likes``), and one that says "as an AI" or a Chinese
   help desk ("…以便我能更好地帮助您。"), the language lead said back ("他们的下一条消息是
-  中文的。"), the card's line for a user in danger ("…someone you trust…") to messages
+  中文的。"), a quoted example of the card said whole ("How did your sister's move
+  go?"), the card's line for a user in danger ("…someone you trust…") to messages
   with no danger in them, or sympathy to good news ("I'm sorry to hear that your brother
   Sami has just gotten engaged": ``good_news``; as the opening it is asked again). Such a
   sentence is held until it ends,
@@ -107,6 +108,7 @@ SAID_BACK_OWN = 3  # words of its own a sentence that holds a whole message may 
 # to in the evening": ten).
 RECITED_RUN = 12
 RECITED_ON = 6  # ... and the sentence after one such, which goes on with the rule
+QUOTED_TOKENS = 4  # ... and a quoted example of the instructions this long, said whole
 RESTATED_RUN = 4
 # An opening equal to an earlier reply's for this many tokens repeats it: five catches a
 # formula said again ("Sure, here's a joke about…" to every message after one joke, seen
@@ -929,6 +931,15 @@ class ReplyGuard:
             for i in range(len(seq) - n + 1)
         }
         self._reciting = False  # the last sentence was left out as a recital
+        # The instructions' quoted examples, said whole: "How did your sister's move go?"
+        # (the companion card's example of a note used well) to a user with no sister
+        # in the notes (bench.reply_quality's messages part). Left out wherever they come.
+        self._quoted = [
+            tuple(quote)
+            for text in instructions
+            for quote in (words(q) for q in re.findall(r'"([^"]+)"', text))
+            if len(quote) >= QUOTED_TOKENS
+        ]
         self._opening = check_opening
         self._held = ""
         # Even an unchecked opening is held for the health check and while it copies the
@@ -1299,6 +1310,8 @@ class ReplyGuard:
             return True
         if _NOTES_LINE.search(sentence) or self._recites_instructions(sentence):
             return True
+        if any(_occurs_in(words(sentence), quote) for quote in self._quoted):
+            return True
         if not self._asks_identity and _AS_AN_AI.search(_normal(sentence)):
             return True  # "然而，作为AI助手，我没有能力…" past the opening
         if _HELPDESK_ZH.search(sentence):
@@ -1411,6 +1424,7 @@ class ReplyGuard:
                 )
             )
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
+            or any(_occurs_in(quote, so_far) for quote in self._quoted)
             or _may_become_helpdesk(fragment)
             or (self._calm and _may_advise(fragment))
             or (self._good_news and may_sympathise(fragment))

@@ -1496,3 +1496,23 @@ def test_sympathy_for_good_news_is_asked_again_or_left_out() -> None:
     # In Chinese.
     shown, rejected = run(ReplyGuard("我妹妹昨天订婚了！"), "听到这个消息我很难过。她还好吗？")
     assert rejected is not None and rejected.reason == "sympathy"
+
+
+def test_a_quoted_example_of_the_card_said_whole_is_left_out() -> None:
+    # The companion card's example of a note used well, said to a user with no sister in
+    # the notes (bench.reply_quality's messages part, a first message).
+    card = 'Use a note only when it fits ("How did your sister\'s move go?").'
+    message = "Saw the most ridiculous pink sunset on the way home. Wish I had a photo"
+    reply = (
+        "It's true, the sunset can be quite magical! Remember, capturing moments is "
+        "important. How did your sister's move go?"
+    )
+    shown, rejected = run(ReplyGuard(message, instructions=[card]), reply)
+    assert rejected is None
+    assert shown == (
+        "It's true, the sunset can be quite magical! Remember, capturing moments is important."
+    )
+    # Only whole: "your sister" in a sentence of its own is the model's to say.
+    kept = "Pink sunsets are the best. Did your sister see it too?"
+    shown, rejected = run(ReplyGuard(message, instructions=[card]), kept)
+    assert rejected is None and shown == kept
