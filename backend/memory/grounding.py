@@ -233,11 +233,32 @@ class Grounding:
         return self.support >= min_support and not self.missing_specifics
 
 
+# A request that opens with its verb and says nothing of the user in the first person:
+# "Suggest a high-protein dinner for after." was stored as "The user is a high-protein
+# dinner for after." (the coach demo). "Help me plan my sister's wedding in June" keeps
+# its evidence: "my" speaks of the user.
+_REQUEST = re.compile(
+    r"^\W*(?:please\s+)?(?:suggest|recommend|give|tell|show|write|plan|find|list|describe|"
+    r"explain|share|pick|choose|name|create|compose|translate|draft|summari[sz]e)\b",
+    re.IGNORECASE,
+)
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us)\b", re.IGNORECASE
+)
+
+
 def statements(text: str) -> str:
-    """``text`` without its questions: "Can we practise speaking?" states nothing about
-    the user, so it is no evidence that the user practises speaking."""
+    """``text`` without its questions ("Can we practise speaking?" states nothing about
+    the user, so it is no evidence that the user practises speaking) and its requests
+    with no first person in them (``_REQUEST``)."""
     sentences = _SENTENCE.split(text.strip())
-    return " ".join(x for x in sentences if x.strip() and not x.rstrip().endswith(("?", "？")))
+    return " ".join(
+        x
+        for x in sentences
+        if x.strip()
+        and not x.rstrip().endswith(("?", "？"))
+        and not (_REQUEST.search(x) and not _FIRST_PERSON.search(x.replace("\u2019", "'")))
+    )
 
 
 def grounding(text: str, sources: Iterable[str], *, questions: bool = True) -> Grounding:

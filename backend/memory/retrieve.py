@@ -39,8 +39,9 @@ from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
 # the pairwise work whatever the pool size).
 DIVERSITY_WINDOW = 4
 # hybrid: a question about the user keeps this many best-scored candidates below the
-# relevance floor, if the message gives them any evidence ("Which mistake do I keep making?" and "The user always mix up went and
-# gone.": cosine 0.10, the best of the tutor demo's five notes; ``own_questions``).
+# relevance floor, if the message gives them any evidence ("Which mistake do I keep
+# making?" and "The user always mix up went and gone.": cosine 0.10, the best of the
+# tutor demo's five notes; ``own_questions``).
 OWN_QUESTION_KEEP = 3
 
 

@@ -239,6 +239,18 @@ def test_a_question_states_nothing() -> None:
     assert screen_one(fact("The user's hamster is Tudou."), mixed).rejected is None
 
 
+def test_a_request_with_no_first_person_states_nothing() -> None:
+    # The coach demo stored "The user is a high-protein dinner for after." from this.
+    asked = Evidence(user=("Suggest a high-protein dinner for after. Anything to avoid?",))
+    result = screen_one(fact("The user is a high-protein dinner for after."), asked)
+    assert result.rejected is not None and result.rejected.startswith("not grounded")
+    # A request that speaks of the user still says what it says.
+    told = Evidence(user=("Help me plan my sister's wedding in June.",))
+    assert screen_one(fact("The user's sister's wedding is in June."), told).rejected is None
+    planned = Evidence(user=("Plan me a leg day for tomorrow, my left knee is still sore.",))
+    assert screen_one(fact("The user's left knee is still sore."), planned).rejected is None
+
+
 def test_statements_keep_decimal_numbers_whole() -> None:
     said = Evidence(user=("My target is 7.0 overall, because I apply for Dublin. Is it ok?",))
     assert screen_one(fact("The user's target is 7.0 overall."), said).rejected is None
