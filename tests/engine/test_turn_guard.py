@@ -324,3 +324,20 @@ async def test_a_reply_that_says_an_earlier_message_back_is_asked_again(rig: Rig
     rig.chat.enqueue(["她", "想", "你", "了", "吧", "？"])
     shown, rejected = await reply(rig, "上次打电话她一直问我什么时候回家")
     assert rejected == ["echo"] and shown == "她想你了吧？"
+
+
+async def test_a_last_attempt_that_says_a_chinese_message_back_word_for_word_is_not_shown(
+    rig: Rig,
+) -> None:
+    # The messages part's ongoing session: two echo retries, then the message itself.
+    rig.chat.enqueue(["Sounds", " lovely", "."])
+    await reply(rig, "it is raining today and I love it")
+    message = "室友又把厨房搞得一团糟，碗都堆到水槽外面了，我真的要崩溃了"
+    echo = [*"室友把厨房搞得一团糟", "，", "太", "糟", "了", "。"]
+    rig.chat.enqueue(echo)
+    rig.chat.enqueue(echo)
+    said_back = "室友 又 把 厨房 搞 得 一团 糟 ， 碗 都 堆 到 水槽 外面 了 ， 我 真的 要 崩溃 了 。"
+    rig.chat.enqueue(said_back.split())
+    shown, rejected = await reply(rig, message)
+    assert rejected == ["echo", "echo", "echo"]
+    assert shown == lost_thread(message, ["Sounds lovely."])
