@@ -123,19 +123,26 @@ def test_most_openings_are_released_after_a_word_or_two() -> None:
     guard = ReplyGuard("my cat knocked a plant over")
     assert guard.feed("Oh") == ""  # a greeting may go on "How can I assist you today?"
     assert guard.feed(" no") == ""
-    # three words, none a refusal, an echo, a repeat or a help desk: released
-    assert guard.feed(" Miso") == "Oh no Miso"
-    assert guard.feed("!") == "!"
+    # A word is judged once the next piece shows it whole (" Miso" may go on "Misogyn…"):
+    # three words, none a refusal, an echo, a repeat or a help desk: released.
+    assert guard.feed(" Miso") == ""
+    assert guard.feed("!") == "Oh no Miso!"
     held = ReplyGuard("my cat knocked a plant over")
     assert held.feed("Your") == ""  # may be the message said back ("Your cat knocked…")
     assert held.feed(" poor") == ""
-    assert held.feed(" plant") == "Your poor plant"
+    assert held.feed(" plant") == ""
+    assert held.feed(" is") == "Your poor plant is"
+    # Pieces that are parts of words: judged on the whole words ("And rem" is no prefix of
+    # an earlier "And remember…", but "And" is).
+    split = ReplyGuard("my cat knocked a plant over")
+    assert [split.feed(p) for p in ("Oh", " n", "o", " Mi", "so")] == ["", "", "", "", ""]
+    assert split.feed("!") == "Oh no Miso!"
 
 
 def test_a_risky_opening_is_held_at_most_hold_tokens() -> None:
     guard = ReplyGuard("rain or sun?")
     shown = ""
-    for n in range(HOLD_TOKENS):
+    for n in range(HOLD_TOKENS + 1):  # the last word is whole once the next piece comes
         out = guard.feed(" I" if n == 0 else " really")
         assert not isinstance(out, Rejection)
         shown += out
@@ -168,7 +175,7 @@ def test_a_first_person_opening_is_shown_once_its_first_sentence_is_whole(
 ) -> None:
     first = [*pieces(reply.split("!")[0].split(".")[0]), "."]
     # ... and a word or two of the next, which may still become "What can I help…".
-    assert _shown_after(ReplyGuard(message), reply) <= len(first) + 2 < HOLD_TOKENS
+    assert _shown_after(ReplyGuard(message), reply) <= len(first) + 3 <= HOLD_TOKENS
 
 
 def test_an_apology_sentence_still_holds_the_opening_for_a_refusal_after_it() -> None:
@@ -958,7 +965,8 @@ def test_a_greeting_is_held_only_while_it_is_all_the_reply_says() -> None:
     guard = ReplyGuard("hey, I'm Priya. long day.")
     assert guard.feed("Hi") == "" and guard.feed(" Priya") == "" and guard.feed("!") == ""
     # "Priya. long" is the message's: held while the reply may be saying it back.
-    assert guard.feed(" Long") == "" and guard.feed(" shift") == "Hi Priya! Long shift"
+    assert guard.feed(" Long") == "" and guard.feed(" shift") == ""
+    assert guard.feed(" again") == "Hi Priya! Long shift again"
 
 
 def test_a_chinese_session_with_ai_in_it_is_not_taken_for_a_bilingual_one() -> None:
@@ -1079,8 +1087,8 @@ def test_a_poem_nobody_asked_for_is_asked_again() -> None:
 def test_a_story_is_not_held_as_a_possible_poem() -> None:
     # "Here's a short…" may still announce a poem; "…story about" cannot: released.
     guard = ReplyGuard("tell me a little story about a lighthouse keeper")
-    shown = [guard.feed(p) for p in pieces("Here's a short story about")]
-    assert shown[:-1] == ["", "", "", ""] and shown[-1] == "Here's a short story about"
+    shown = [guard.feed(p) for p in pieces("Here's a short story about a")]
+    assert shown[:-1] == ["", "", "", "", ""] and shown[-1].startswith("Here's a short story about")
 
 
 def test_a_plan_says_its_lines_again_and_keeps_them() -> None:
@@ -1516,3 +1524,41 @@ def test_a_quoted_example_of_the_card_said_whole_is_left_out() -> None:
     kept = "Pink sunsets are the best. Did your sister see it too?"
     shown, rejected = run(ReplyGuard(message, instructions=[card]), kept)
     assert rejected is None and shown == kept
+
+
+def _chunks(text: str, n: int) -> list[str]:
+    """The text in pieces of ``n`` characters: parts of words, as a tokenizer's pieces."""
+    return [text[i : i + n] for i in range(0, len(text), n)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_pieces_that_are_parts_of_words_are_judged_on_whole_words(n: int) -> None:
+    # The long session, seed 2: "And remember, it's important to be kind and respectful."
+    # closed six replies in a row. Fed in parts of words, "And rem" was no prefix of the
+    # earlier sentence, so the sentence was let through at its second piece.
+    earlier = [
+        "That's a great idea! And remember, it's important to be kind and respectful. And "
+        "remember, it's okay if things don't always go as planned."
+    ]
+    reply = (
+        "That's a great example of someone creative. And remember, it's important to be "
+        "kind and respectful. And remember, it's okay if things don't always go as planned."
+    )
+    guard = ReplyGuard("I used to sketch buildings from my window", earlier)
+    shown = ""
+    for piece in _chunks(reply, n):
+        out = guard.feed(piece)
+        assert not isinstance(out, Rejection)
+        shown += out
+    rest = guard.end()
+    assert not isinstance(rest, Rejection)
+    assert (shown + rest).strip() == "That's a great example of someone creative."
+    # ... and an opening said again, in parts of words: a repeat.
+    again = ReplyGuard("ok good", ["That sounds like a lovely plan for the weekend."])
+    verdict: str | Rejection = ""
+    for piece in _chunks("That sounds like a lovely plan for Sunday.", n):
+        verdict = again.feed(piece)
+        if isinstance(verdict, Rejection):
+            break
+        assert verdict == ""  # nothing of it is shown
+    assert isinstance(verdict, Rejection) and verdict.reason == "repeat"
