@@ -31,7 +31,7 @@ _BAD = re.compile(
     r"laid off|broke up|break-?up|divorc\w*|worr\w*|anxious|anxiety|stress\w*|rough|"
     r"tired|exhausted|hurt|injur\w*|cancel\w*|fail\w*|lonely|afraid|scared|dread\w*|"
     r"funeral|cancer|accident|awful|terrible|horrible|crying|cried|upset|angry|miss(?:es|ed)? "
-    r"(?:him|her|them|you|my)|sorry|unfortunately|nervous|jealous|bad news|"
+    r"(?:him|her|them|you|my)|sorry|unfortunately|nervous|jealous|bad news|terrified|"
     r"not|never|didn't|wasn't|isn't|weren't|haven't|hasn't)\b"
     r"|难过|去世|过世|生病|住院|分手|离婚|失业|担心|焦虑|压力|失败|哭|孤独|害怕|伤心|"
     r"遗憾|可惜|累|紧张|不|没"
@@ -69,7 +69,3 @@ def may_sympathise(fragment: str) -> bool:
     """A sentence begun so may still become sympathy: held to its end."""
     return bool(_MAY_SYMPATHISE.search(_flat(fragment)))
 
-
-def misplaced_sympathy(message: str, sentence: str) -> bool:
-    """``sentence`` meets the good news in ``message`` with sympathy."""
-    return is_good_news(message) and sympathises(sentence)
