@@ -291,16 +291,18 @@ def screen(
 
 
 def name_fact(evidence: Evidence, facts: Sequence[Candidate]) -> Candidate | None:
-    """ "The user's name is Noor." when the user said "I'm Noor" in the messages the run
-    read and none of ``facts`` names them so: the 0.5B hippocampus often leaves the name
-    out ("The user teaches chemistry in Leeds." alone, on the default install's first
-    chat), and a companion that forgets who it talks to is the first thing a user sees."""
+    """ "The user is Noor." when the user said "I'm Noor" in the messages the run read and
+    none of ``facts`` names them so: the 0.5B hippocampus often leaves the name out ("The
+    user teaches chemistry in Leeds." alone, on the default install's first chat), and a
+    companion that forgets who it talks to is the first thing a user sees. Worded so
+    because every word of it is in "The user's name is Noor." or "The user is called Noor."
+    too: the gate takes it for the fact already stored (``gate.same_fact``)."""
     name = own_name(evidence.user)
     said = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE) if name else None
     if said is None or any(said.search(fact.content) for fact in facts):
         return None
     return Candidate(
-        f"The user's name is {name}.",
+        f"The user is {name}.",
         category="personal_fact",
         importance=0.9,
         confidence=0.9,

@@ -236,7 +236,7 @@ async def test_the_users_name_is_kept_when_the_model_forms_no_fact_of_it(compact
     )
     assert [w["content"] for w in report["written"]] == [
         "The user teaches chemistry in Leeds.",
-        "The user's name is Noor.",
+        "The user is Noor.",
     ]
     # ... and with no fact at all: the name still is one; said again, it is the same memory.
     compact.hippocampus.enqueue([compact_answer()])
@@ -247,5 +247,19 @@ async def test_the_users_name_is_kept_when_the_model_forms_no_fact_of_it(compact
         )
     )
     stored = [m.content for m in compact.long_term.store.list(NS)]
-    assert stored.count("The user's name is Noor.") == 1
+    assert stored.count("The user is Noor.") == 1
     assert not report["written"]
+
+
+async def test_the_name_said_again_is_the_name_stored_in_other_words(compact: Rig) -> None:
+    compact.hippocampus.enqueue([compact_answer("The user's name is Noor.")])
+    compact.chat.enqueue(["Lovely to meet you."])
+    turn, _ = await compact.engine.run(TurnRequest(user_id="u1", text="my name is Noor"))
+    compact.hippocampus.enqueue([compact_answer()])
+    compact.chat.enqueue(["Of course I do."])
+    _, report = await compact.engine.run(
+        TurnRequest(user_id="u1", text="I'm Noor, remember me?", session_id=turn.session.id)
+    )
+    assert not report["written"]
+    stored = [m.content for m in compact.long_term.store.list(NS) if "Noor" in m.content]
+    assert stored == ["The user's name is Noor."]

@@ -264,7 +264,7 @@ def test_the_users_name_said_and_left_out_by_the_model_is_added() -> None:
     facts = accepted(screen([Candidate("The user teaches chemistry in Leeds.")], said))
     assert [f.content for f in facts] == [
         "The user teaches chemistry in Leeds.",
-        "The user's name is Noor.",
+        "The user is Noor.",
     ]
     named = facts[1]
     assert named.subject == "user" and "noor" in named.keywords
@@ -275,7 +275,7 @@ def test_the_users_name_said_and_left_out_by_the_model_is_added() -> None:
         assert accepted(screen([], Evidence(user=(text,)))) == []
     # Two names: "my name is Zhao Lei".
     two = accepted(screen([], Evidence(user=("my name is Zhao Lei and I'm new here",))))
-    assert [f.content for f in two] == ["The user's name is Zhao Lei."]
+    assert [f.content for f in two] == ["The user is Zhao Lei."]
     # A name the persona said is no user's name.
     assert name_fact(Evidence(persona=("Hi, I'm Companion!",)), []) is None
 
@@ -284,7 +284,7 @@ def test_the_name_is_the_first_one_given_and_a_first_person_compound_is_cut() ->
     # The diary: the name, not the nickname after it; already stored: nothing added.
     said = Evidence(user=("deadline brain. I'm Xiaoman btw, most people just call me Man",))
     assert name_fact(said, []) is not None
-    assert name_fact(said, []).content == "The user's name is Xiaoman."  # type: ignore[union-attr]
+    assert name_fact(said, []).content == "The user is Xiaoman."  # type: ignore[union-attr]
     assert name_fact(said, [Candidate("The user is Xiaoman.")]) is None
     # "Man" inside "Xiaoman" is no mention of the name "Man"; a word is.
     assert name_fact(Evidence(user=("call me Man",)), [Candidate("The user is Xiaoman.")])
