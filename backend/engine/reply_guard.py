@@ -964,7 +964,6 @@ class ReplyGuard:
         self._stances = stated(user_text)  # what the message says it likes or dislikes
         self._good_news = is_good_news(user_text)  # "sorry to hear" to it is left out
         self._flipped: list[str] = []  # sentences left out for turning one round
-        self._repeats: list[str] = []  # sentences left out for saying an earlier one again
         # "…, as noted in your recalled notes": left out of what is shown
         self._clauses = NotesClauseFilter()
         self._names = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", user_text)}
@@ -1342,10 +1341,8 @@ class ReplyGuard:
         if self._listing:
             pass  # a plan or a list says its lines again on purpose (``_PLAN_LINE``)
         elif len(said) >= REPEAT_SENTENCE_TOKENS and said in self._earlier_sentences:
-            self._repeats.append(sentence)
             return True  # said before, word for word: the loop a small model falls into
         elif len(said) >= REPEAT_START_TOKENS and said[:REPEAT_START_TOKENS] in self._starts:
-            self._repeats.append(sentence)
             return True  # said before with a new ending
         if self._recites_hint(said):
             return True
@@ -1622,15 +1619,12 @@ class ReplyGuard:
             # again: ``end``); but never a retry's hint said back (the caller then has
             # nothing to show: ``turn_reply.lost_thread``).
             # ... nor a help-desk line ("Hello, how can I assist you today?").
-            # ... nor an earlier reply's sentence said again: "你上次打电话问她什么时候找男
-            # 朋友？" came back so as a last attempt (the long session, seed 1).
             kept = [
                 s
                 for s in self._dropped
                 if not self._recites_hint(words(s))
                 and not is_helpdesk_sentence(s)
                 and s not in self._echoed
-                and s not in self._repeats
             ]
             return out + "".join(kept)
         return out

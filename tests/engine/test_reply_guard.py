@@ -1562,17 +1562,3 @@ def test_pieces_that_are_parts_of_words_are_judged_on_whole_words(n: int) -> Non
             break
         assert verdict == ""  # nothing of it is shown
     assert isinstance(verdict, Rejection) and verdict.reason == "repeat"
-
-
-def test_a_last_attempt_of_left_out_sentences_never_brings_back_a_repeat() -> None:
-    # The long session, seed 1: every sentence of a last attempt was left out, and all were
-    # shown after all, an earlier reply's among them (a self-repeat).
-    earlier = ["你上次打电话问她什么时候找男朋友？"]
-    message = "你觉得我应该现在就跟老板说，还是等面试结果出来再说？"
-    guard = ReplyGuard(message, earlier, check_opening=False)
-    shown, rejected = run(guard, "你上次打电话问她什么时候找男朋友？我没有告诉你。")
-    assert rejected is None and shown == "我没有告诉你。"
-    # Only the repeat: nothing is shown (the turn then shows its stand-in, ``turn_reply``).
-    alone = ReplyGuard(message, earlier, check_opening=False)
-    shown, rejected = run(alone, "你上次打电话问她什么时候找男朋友？")
-    assert rejected is None and shown == "" and alone.left_out
