@@ -517,6 +517,7 @@ _GOOD_NEWS = re.compile(
 _TROUBLE = re.compile(
     r"\b(?:died|passed away|funeral|lost|sick|ill|hospital|fired|broke up|divorce|worried|"
     r"nervous|stressed|anxious|dreading|sad|upset|cancelled|failed|not|didn t|wasn t|"
+    r"haven t|hasn t|isn t|aren t|don t|doesn t|"
     r"never|awful|terrible|rough)\b"
     r"|去世|生病|住院|分手|离婚|担心|紧张|压力|难过|伤心|失败|没|不"
 )

@@ -420,6 +420,12 @@ def test_a_reply_that_says_an_earlier_message_back_is_an_echo() -> None:
         ("Congratulations! How did the test go?", "I passed my driving test this morning", None),
         # sympathy where it belongs
         ("I'm so sorry to hear that.", "my grandad passed away on my birthday", None),
+        # a wedding, and a speech not written: no good news (the long session, seed 5)
+        (
+            "I'm sorry to hear that you haven't written a speech. It can be challenging!",
+            "I'm meant to be giving a speech at the wedding and I haven't written a word",
+            None,
+        ),
         (
             "I'm sorry to hear that, speeches are hard.",
             "Sami got engaged but I'm dreading the speech",
