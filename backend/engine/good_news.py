@@ -68,4 +68,3 @@ def sympathises(sentence: str) -> bool:
 def may_sympathise(fragment: str) -> bool:
     """A sentence begun so may still become sympathy: held to its end."""
     return bool(_MAY_SYMPATHISE.search(_flat(fragment)))
-

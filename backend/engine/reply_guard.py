@@ -577,6 +577,9 @@ _ADVICE_STARTS = (
     "you might want to talk", "you might want to reach", "you can always talk",
     "you can always reach", "you should talk", "you should reach", "try talking",
     "try reaching", "consider talking", "consider reaching",
+    # "How about having a quick chat with someone you trust?" to a cup of tea and a sofa
+    # (bench.reply_quality's messages part)
+    "how about", "why not",
 )  # fmt: skip
 _ADVICE_LEAD_ZH = re.compile(r"记得|一定要|最好|可以找|请")
 _AI_LEADS = re.compile(r"^(?:however|but|although|though|well|of course|honestly)[,!]?\s*")

@@ -267,6 +267,13 @@ def test_the_cards_danger_line_is_left_out_unless_the_user_spoke_of_danger() -> 
         "It's important to reach out to someone you trust. Congrats on the job, that's huge!",
     )
     assert rejected is None and shown == "Congrats on the job, that's huge!"
+    # ... and asked as a question: "How about…" is held to its end too.
+    shown, rejected = run(
+        ReplyGuard("just made a cuppa and put my feet up. bliss"),
+        "That sounds so good! Enjoy your cuppa. How about having a quick chat with someone "
+        "you trust?",
+    )
+    assert rejected is None and shown == "That sounds so good! Enjoy your cuppa."
     # Said to someone who is scared, it is what the card asks for.
     danger = "my ex keeps showing up outside my flat and I'm scared"
     kept = (
