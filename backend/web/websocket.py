@@ -13,8 +13,11 @@ user message's ``id``). Each user message is answered by, in order:
   the memories recalled for the reply (``payload`` is a JSON string);
 - ``system_response_message`` ``"status": "in_progress"`` ``{"content": {"text": chunk}}``
   per chunk — for the batch schema types (``chat``, ``generate``) one with the whole
-  reply. A whitespace-only chunk is sent with the next one (UI versions before
-  NVIDIA/NeMo-Agent-Toolkit-UI@0a11215, 2026-04-08, dropped such chunks);
+  reply. Whitespace at the end of a chunk is sent at the start of the next one, and a
+  whitespace-only chunk with the next (UI versions before
+  NVIDIA/NeMo-Agent-Toolkit-UI@0a11215, 2026-04-08, trimmed the first chunk and dropped
+  whitespace-only ones: "Hello, my friend " then "world." showed "Hello, my
+  friendworld.");
 - ``system_intermediate_message`` ``"Memory report"``: what the turn's merge wrote;
 - ``system_response_message`` ``"status": "complete"``, empty text, always last.
 
@@ -329,13 +332,14 @@ class Connection:
         failure: LLMError | None = None
         activated = activation_part(turn.activation)["activated"]
         await self._send_step(msg, "Memory activation", {"activated": activated})
-        held = ""  # whitespace-only chunks, sent with the next one (module docstring)
+        held = ""  # whitespace, sent at the start of the next chunk (module docstring)
         try:
             async for text in turn.stream():
                 held += text
                 if msg.streaming and held.strip():
-                    await self._send_text(msg.conversation_id, msg.id, held, "in_progress")
-                    said, held = True, ""
+                    body = held.rstrip()
+                    await self._send_text(msg.conversation_id, msg.id, body, "in_progress")
+                    said, held = True, held[len(body) :]
         except LLMError as exc:
             failure = exc
         if not msg.streaming and held:

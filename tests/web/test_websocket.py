@@ -176,8 +176,9 @@ def reply_text(messages: list[Message]) -> str:
 
 @pytest.mark.anyio
 async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarness) -> None:
-    # An opening of three words: the reply guard releases it at once (reply_guard.py).
-    h.chat.enqueue(Reply(chunks=["Hello there, friend", " and", "!"]))
+    # An opening of three words: the reply guard releases it once its last word is whole,
+    # at the next piece (reply_guard.py).
+    h.chat.enqueue(Reply(chunks=["Hello there, friend", " and", " welcome", "!"]))
     async with connect(ws_url(h)) as ws:
         await ws.send(user_message("hi from nemo", "conv-1", id="m-7"))
         got = await receive_until(ws, completes(1))
@@ -195,8 +196,8 @@ async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarnes
     assert json.loads(got[0]["content"]["payload"]) == {"activated": []}
     report = json.loads(got[-2]["content"]["payload"])
     assert report["reply"]["status"] == "complete"
-    assert [m["content"]["text"] for m in got[1:4]] == ["Hello there, friend", " and", "!"]
-    assert reply_text(got) == "Hello there, friend and!"
+    assert [m["content"]["text"] for m in got[1:4]] == ["Hello there, friend and", " welcome", "!"]
+    assert reply_text(got) == "Hello there, friend and welcome!"
     for m in got:
         assert m["conversation_id"] == "conv-1" and m["parent_id"] == "m-7"
         assert m["id"] and datetime.fromisoformat(m["timestamp"])
@@ -205,7 +206,7 @@ async def test_nemo_message_streams_chunks_then_complete_with_steps(h: AppHarnes
     transcript = h.services.sessions.transcript("conv-1")
     assert [(m.role, m.content) for m in transcript] == [
         ("user", "hi from nemo"),
-        ("assistant", "Hello there, friend and!"),
+        ("assistant", "Hello there, friend and welcome!"),
     ]
 
 
