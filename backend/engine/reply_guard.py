@@ -218,6 +218,10 @@ _SPEAKER = {"i": "1", "me": "1", "my": "1", "mine": "1", "im": "1", "myself": "1
 _SPEAKER |= {"you": "2", "your": "2", "yours": "2", "youre": "2", "yourself": "2"}
 _SPEAKER |= {"我": "1", "你": "2", "您": "2"}
 _CONTRACTED_I = re.compile(r"\bi'(ll|d|ve)\b")
+# "I'll" and "I will" are one pair of tokens, so the message said back in full is still
+# the message: "I'll let you know how Thursday goes" came back as "I will let you know
+# how Thursday goes." (bench.reply_quality's long session, seed 1). "'d" stays: had or would.
+_CONTRACTED_FULL = {"ll": "will", "ve": "have"}
 # "who is" and "who's" are one token, so a copy of the message does not end at the first
 # contraction said in full ("…the partner who's interviewing me…" said back as "the
 # partner who is interviewing me": bench.reply_quality's long session).
@@ -336,6 +340,11 @@ _RECITES_NOTES = re.compile(r"^\W*(?:recalled notes|notes from earlier chats)|<r
 # ("- (today, health) Your physio told them not to sprint…", after two sentences of an
 # answer: bench.reply_quality's safety probes).
 _MAY_BE_NOTES_LINE = re.compile(r"^\s*(?:<|[-*•]\s*\(|recalled\b)", re.IGNORECASE)
+# "The user" in a reply is the prompt's word for the person it talks to: a last attempt
+# said "My apologies, I misunderstood your message. The user is talking about their cat
+# Pickle…" (bench.reply_quality's long session, seed 3). Held to the sentence's end and
+# said to them (``said_to_them``); a "the" still waiting for its next word may be one.
+_MAY_NAME_USER = re.compile(r"\b[Tt]he\s+user\b|(?:^|\s)[Tt]he\s*$")
 _NOTES_LINE = re.compile(
     r"</?recalled_notes>|^\W*recalled notes \(when noted\)"
     r"|^\s*[-*•]\s*\((?:today|yesterday|\d+ \w+ ago)(?:, health)?\)",
@@ -634,8 +643,14 @@ def words(text: str) -> list[str]:
     # "I'll", "I'd", "I've" are "I" and a verb ("ill", "id", "ive" once the apostrophe
     # goes would hide the speaker: "I'll aim for eight minutes" said back to the user).
     flat = _FULL_BE.sub(_contracted, _normal(text))
-    flat = _CONTRACTED_I.sub(r"i \1", flat).replace("'", "")
+    flat = _CONTRACTED_I.sub(lambda m: "i " + _CONTRACTED_FULL.get(m.group(1), m.group(1)), flat)
+    flat = re.sub(r"\b(you|we|they|he|she|it|that)'(ll|ve)\b", _full_will_have, flat)
+    flat = flat.replace("'", "")
     return [_SPEAKER.get(w, w) for w in _WORD.findall(flat)]
+
+
+def _full_will_have(match: re.Match[str]) -> str:
+    return f"{match.group(1)} {_CONTRACTED_FULL[match.group(2)]}"
 
 
 def _contracted(match: re.Match[str]) -> str:
@@ -1442,6 +1457,7 @@ class ReplyGuard:
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))
+            or bool(_MAY_NAME_USER.search(fragment))
             or may_flip(fragment, self._stances)
             or self._may_say_back(so_far)
             # Past what is shown, a sentence copying this message may end in the user's
@@ -1580,7 +1596,7 @@ class ReplyGuard:
             elif not self._left_out(sentence):
                 # Held whole: a note said back as written ("The user's physio says no
                 # running…") is said to them.
-                shown.append(said_to_user(sentence))
+                shown.append(said_to_them(sentence))
             else:
                 self._dropped.append(sentence)
                 if self._shown_any or "".join(shown).strip():  # the next line stays its own
@@ -1600,7 +1616,7 @@ class ReplyGuard:
                 if self._against_health(text):
                     shown.append(self._reminder(text))
                 elif not self._left_out(text):
-                    shown.append(said_to_user(text))
+                    shown.append(said_to_them(text))
                 else:
                     self._dropped.append(text)
             else:
@@ -1631,6 +1647,17 @@ class ReplyGuard:
             ]
             return out + "".join(kept)
         return out
+
+
+def said_to_them(sentence: str) -> str:
+    """A sentence of the reply with "the user" in it, said to the user: one about them
+    ("The user is talking about their cat Pickle.") with their pronouns too ("You are
+    talking about your cat Pickle."); a note's words said back, as ``said_to_user``."""
+    body = sentence.lstrip()
+    lead = sentence[: len(sentence) - len(body)]
+    if body.startswith("The user"):
+        return lead + second_person(body)
+    return said_to_user(sentence)
 
 
 # A Latin word still streaming: a model's pieces are parts of words (" rem" + "ember"), and

@@ -651,8 +651,38 @@ def test_the_users_plan_said_back_with_ill_is_left_out() -> None:
     message = "ok, I'll aim for eight and leave room for their questions"
     reply = "Great plan! I'll aim for eight minutes and leave room for their questions."
     assert run(ReplyGuard(message, check_opening=False), reply)[0].strip() == "Great plan!"
-    assert words("I'll go, I'd say, I've been") == ["1", "ll", "go", "1", "d", "say", "1",
-                                                     "ve", "been"]  # fmt: skip
+    assert words("I'll go, I'd say, I've been") == ["1", "will", "go", "1", "d", "say", "1",
+                                                     "have", "been"]  # fmt: skip
+
+
+def test_ill_said_back_as_i_will_is_an_echo() -> None:
+    # bench.reply_quality's long session, seed 1: "I'll" said back as "I will".
+    message = "I'll let you know how Thursday goes"
+    assert words("I will let you know how Thursday goes.") == words(message)
+    assert words("You've got this, we'll see") == ["2", "have", "got", "this", "we", "will", "see"]
+    _, rejected = run(ReplyGuard(message), "I will let you know how Thursday goes.")
+    assert rejected is not None
+    # ... and after a sentence of its own, on a last attempt: left out.
+    reply = "Good luck! I will let you know how Thursday goes. Fingers crossed!"
+    shown = run(ReplyGuard(message, check_opening=False), reply)
+    assert shown == ("Good luck! Fingers crossed!", None)
+
+
+def test_a_sentence_about_the_user_is_said_to_them() -> None:
+    # bench.reply_quality's long session, seed 3: a last attempt spoke of "the user".
+    reply = (
+        "My apologies, I misunderstood your message. The user is talking about their cat "
+        "Pickle, who knocked over the paint."
+    )
+    message = "it's fine, only a little got on it"
+    shown = run(ReplyGuard(message, check_opening=False), reply)[0]
+    assert "the user" not in shown.lower()
+    assert "You are talking about your cat Pickle, who knocked over the paint." in shown
+    for size in (1, 3, 8):  # in parts of words too
+        guard = ReplyGuard(message, check_opening=False)
+        parts = [guard.feed(reply[i : i + size]) for i in range(0, len(reply), size)]
+        assert not any(isinstance(part, Rejection) for part in parts)
+        assert "".join(str(part) for part in parts) + str(guard.end()) == shown
 
 
 def test_let_me_know_if_you_have_questions_is_left_out() -> None:
