@@ -143,6 +143,15 @@ CLAIM_CJK_SHARE = 0.6
 # not "很高兴你已经干了三年UI设计。" (0.50, 0.42; bench.reply_quality's messages part).
 RETOLD_SHARE = 0.52
 RETOLD_COVER = 0.4
+# ... and a Chinese opening that says an earlier message or an earlier reply back, turned
+# round or with a character put in: of its first ``SAID_AGAIN_CJK_MIN`` characters or
+# more, this share of the character pairs are that text's, at least ``SAID_AGAIN_CJK_PAIRS``
+# of them. The long session's Chinese stretch (seed 4): "你的奶奶每天早上都会去公园跳广场
+# 舞，比你还忙哈哈" to the message after "她每天早上都去公园跳广场舞，比我还忙哈哈" (16 of 22),
+# then "你奶奶每天早上都会去公园…" and "我奶奶每天早上都会去公园…" to the next two.
+SAID_AGAIN_CJK_MIN = 12
+SAID_AGAIN_CJK_SHARE = 0.6
+SAID_AGAIN_CJK_PAIRS = 8
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 # Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
 # "hey, I'm Priya. long day." has three.
@@ -916,6 +925,19 @@ class ReplyGuard:
         if not asks:
             self._said_before += [(_mirrored(seq), False) for seq in before]
         self._echoed: list[str] = []  # sentences left out for saying a message back
+        # Chinese: the character pairs of the messages before this one and of the earlier
+        # replies, to an opening that says one of them again (``_said_again_cjk``).
+        self._pairs_before: list[tuple[frozenset[tuple[str, str]], str]] = []
+        if any(_is_cjk(ch) for ch in user_text):
+            self._pairs_before = [
+                (frozenset(itertools.pairwise(seq)), "echo")
+                for seq in (*before, *(_mirrored(seq) for seq in before))
+                if any(_is_cjk(t) for t in seq)
+            ] + [
+                (frozenset(itertools.pairwise(seq)), "repeat")
+                for seq in (words(r) for r in (*session_replies, *earlier_replies))
+                if any(_is_cjk(t) for t in seq)
+            ]
         self._earlier = [w for w in (words(reply) for reply in earlier_replies) if w]
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
@@ -1014,6 +1036,9 @@ class ReplyGuard:
                 return self._reject("repeat", text)
             if _MESSAGE_TALK.search(text):  # "她的上一条消息是: …", released before its end
                 return self._reject("recital", text)
+            again = self._said_again_cjk(said, final)
+            if again is not None:
+                return self._reject(again, text) if again else False
             copying = any(
                 _copied_run(tokens, m) == len(tokens) or _copying(tokens, m) for m in self._message
             )
@@ -1093,6 +1118,8 @@ class ReplyGuard:
             return self._reject("echo", text)
         if (restated := self._restated(said, tokens, final)) is not None:
             return self._reject("echo", text) if restated else False
+        if again := self._said_again_cjk(said, final):
+            return self._reject(again, text)
         for earlier in self._earlier:
             need = min(REPEAT_TOKENS, len(earlier))
             long_enough = len(earlier) >= MIN_COMPARED
@@ -1140,6 +1167,7 @@ class ReplyGuard:
             # a Chinese lead of a few characters may still go on to say the message back
             # ("她的奶奶" + "每天早上都去公园跳广场舞…", the message): held past the window
             or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
+            or self._said_again_cjk(said, final) == ""
             or bool(_MAY_TALK_OF_MESSAGES.search(said[-1]))
         )
         return not undecided
@@ -1553,6 +1581,23 @@ class ReplyGuard:
             ):
                 return True
         return False
+
+    def _said_again_cjk(self, said: Sequence[str], final: bool) -> str | None:
+        """A Chinese first sentence that says an earlier message ("echo") or reply
+        ("repeat") again, turned round or with characters changed
+        (``SAID_AGAIN_CJK_SHARE``): the reason; "" while it is Chinese and too short to
+        tell (hold it); else None."""
+        tokens = words(said[0]) if said else []
+        if not self._pairs_before or not tokens or not _all_cjk(tokens):
+            return None
+        if len(tokens) < SAID_AGAIN_CJK_MIN:
+            return None if final or len(said) > 1 else ""
+        pairs = list(itertools.pairwise(tokens))
+        for theirs, reason in self._pairs_before:
+            shared = sum(pair in theirs for pair in pairs)
+            if shared >= SAID_AGAIN_CJK_PAIRS and shared >= SAID_AGAIN_CJK_SHARE * len(pairs):
+                return reason
+        return None
 
     def _retold_cjk(self, said: Sequence[str]) -> bool:
         """In Chinese, with a character changed or put in: "好的，我家有一只柯基叫豆豆。" to

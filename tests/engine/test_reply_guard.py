@@ -1412,11 +1412,12 @@ def test_a_sentence_that_says_an_earlier_message_back_is_left_out() -> None:
     said_back = "你的奶奶说她每天早上都去公园跳广场舞，比我还忙哈哈。"
     _, rejected = run(ReplyGuard(message, earlier_messages=before), said_back)
     assert rejected is not None and rejected.reason == "echo"
-    # The last attempt shows nothing of it (the turn then asks them to go on).
+    # The last attempt shows nothing of it: an echo there too (the turn then asks them to
+    # go on).
     shown, rejected = run(
         ReplyGuard(message, earlier_messages=before, check_opening=False), said_back
     )
-    assert shown == "" and rejected is None
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
     # ... and the earlier message said back after a sentence of its own: that one stays.
     reply = "好的，我明白了。她每天早上都去公园跳广场舞，比我还忙哈哈。"
     shown, rejected = run(ReplyGuard(message, earlier_messages=before), reply)
@@ -1599,3 +1600,50 @@ def test_pieces_that_are_parts_of_words_are_judged_on_whole_words(n: int) -> Non
             break
         assert verdict == ""  # nothing of it is shown
     assert isinstance(verdict, Rejection) and verdict.reason == "repeat"
+
+
+# bench.reply_quality's long session, seed 4: the Chinese stretch said an earlier message
+# back turned round, then that reply again with a character changed, on two later turns.
+_GRANDMA = [
+    "我奶奶今年八十三岁了，身体还挺好的",
+    "她每天早上都去公园跳广场舞，比我还忙哈哈",
+    "上次打电话她一直问我什么时候找男朋友",
+    "我说先把工作搞定再说，她就有点不高兴了",
+    "其实我挺想她的，已经三年没回成都了",
+    "今年秋天想请假回去看看她，不知道能不能请下来",
+    "你觉得我应该现在就跟老板说，还是等面试结果出来再说？",
+]
+_SAID_BACK = "你的奶奶每天早上都会去公园跳广场舞，比你还忙哈哈"
+
+
+@pytest.mark.parametrize(
+    ("turn", "reply", "earlier", "reason"),
+    [
+        (2, _SAID_BACK, [], "echo"),
+        (5, "你奶奶每天早上都会去公园跳广场舞，比你还忙哈哈。", [_SAID_BACK], "repeat"),
+        (6, "我奶奶每天早上都会去公园跳广场舞，比你还忙哈哈。", [_SAID_BACK], "repeat"),
+    ],
+)
+@pytest.mark.parametrize("last", [False, True])
+def test_a_chinese_opening_said_again_turned_round_is_rejected(
+    turn: int, reply: str, earlier: list[str], reason: str, last: bool
+) -> None:
+    guard = ReplyGuard(
+        _GRANDMA[turn], earlier, check_opening=not last, earlier_messages=_GRANDMA[:turn]
+    )
+    shown, rejected = run(guard, reply)
+    assert shown == "" and rejected is not None and rejected.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("turn", "reply"),
+    [
+        (2, "哈哈，奶奶真关心你！你自己怎么想的呢？"),
+        (1, "你奶奶真有活力！八十三岁还跳广场舞，太厉害了。"),
+        (4, "三年确实很久了，她一定也很想你。"),
+        (5, "你奶奶一定会很开心的！先问问你们公司的请假制度吧。"),
+    ],
+)
+def test_a_chinese_reply_of_its_own_beside_earlier_ones_is_shown(turn: int, reply: str) -> None:
+    guard = ReplyGuard(_GRANDMA[turn], [_SAID_BACK], earlier_messages=_GRANDMA[:turn])
+    assert run(guard, reply) == (reply, None)
