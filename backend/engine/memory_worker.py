@@ -54,7 +54,7 @@ from backend.engine.session_order import FIRST_POLL_S, MAX_POLL_S, acquire_sessi
 from backend.engine.session_state import load_state, save_state, verbatim_items
 from backend.engine.turn_types import EngineParts
 from backend.hippocampus import SessionMemoryState, enforce_budget, merge
-from backend.hippocampus.budget import chunked_trim
+from backend.hippocampus.budget import chunked_trim, merge_trim_at
 from backend.longterm.memory import WriteOutcome
 from backend.memory.types import Emotion, Memory, Namespace
 from backend.sessions.store import Message, StaleMerge
@@ -178,6 +178,7 @@ class MemoryWorker:
             [*state.short_term, *verbatim_items(messages)],
             token_budget=budget,
             trim_to=chunked_trim(budget),
+            trim_at=merge_trim_at(budget),
         )
         folded = dataclasses.replace(state, short_term=tuple(short_term))
         try:
@@ -301,6 +302,7 @@ class MemoryWorker:
             token_budget=engine.settings.token_budget,
             catch_up="message" if engine.settings.hippocampus_mode == "compact" else "trimmed",
             trim_to=chunked_trim(engine.settings.token_budget),
+            trim_at=merge_trim_at(engine.settings.token_budget),
         )
         outcomes, write_error = await writes
         engine.memory_health.writes_done(outcomes, write_error)

@@ -102,28 +102,41 @@ def chunked_trim(token_budget: int) -> int:
     return max(MIN_TOKEN_BUDGET, token_budget * 2 // 3)
 
 
+def merge_trim_at(token_budget: int) -> int:
+    """Where a merge starts trimming short-term (with ``trim_to``): a tenth below the
+    budget, so that the next user message fits beside the merged window and the reply's
+    prompt starts as the window read ahead (``backend.engine.next_prompt``). Trimmed
+    only at the budget, a message that pushed the window over it trimmed it when the reply
+    was built: a prompt start no read-ahead had seen, ~450 tokens read before the first
+    token (2.4 s of the 1.5B on two cores; bench.reply_quality's long session, seed 4)."""
+    return max(MIN_TOKEN_BUDGET, token_budget - token_budget // 10)
+
+
 def enforce_budget(
     items: Sequence[ShortTermItem],
     *,
     token_budget: int,
     protected: int = 2,
     trim_to: int | None = None,
+    trim_at: int | None = None,
 ) -> tuple[ShortTermItem, ...]:
     """Trim short-term to ``token_budget`` (see the module docstring for the rules).
 
     ``protected`` is how many of the newest items are never dropped (the newest turn:
     user message and reply). ``trim_to``: once over the budget, drop the oldest items
-    down to this many tokens (``chunked_trim``), not just below the budget. The result
-    costs at most ``token_budget`` tokens by ``short_term_tokens``. Raises ``ValueError``
-    when ``token_budget < MIN_TOKEN_BUDGET`` (a configuration error, caught at start by
-    the settings).
+    down to this many tokens (``chunked_trim``), not just below the budget; ``trim_at``:
+    with ``trim_to``, do so once over this many tokens instead (``merge_trim_at``). The
+    result costs at most ``token_budget`` tokens by ``short_term_tokens``. Raises
+    ``ValueError`` when ``token_budget < MIN_TOKEN_BUDGET`` (a configuration error, caught
+    at start by the settings).
     """
     if token_budget < MIN_TOKEN_BUDGET:
         raise ValueError(f"token_budget must be at least {MIN_TOKEN_BUDGET}, got {token_budget}")
     kept = list(items)
     protected = max(0, min(protected, len(kept)))
     total = short_term_tokens(kept)
-    target = token_budget if trim_to is None or total <= token_budget else trim_to
+    trigger = token_budget if trim_at is None else min(trim_at, token_budget)
+    target = token_budget if trim_to is None or total <= trigger else trim_to
     start = 0
     while total > min(target, token_budget) and len(kept) - start > protected:
         total -= item_tokens(kept[start])

@@ -90,11 +90,13 @@ def merge(
     token_budget: int,
     catch_up: Literal["trimmed", "message"] = "trimmed",
     trim_to: int | None = None,
+    trim_at: int | None = None,
 ) -> SessionMemoryState:
     """The session state after one turn (see the module docstring for the rules).
 
-    ``trim_to``: once short-term is over the budget, trim it down to this many tokens
-    (``budget.chunked_trim``) rather than just below the budget.
+    ``trim_to``: once short-term is over the budget (or ``trim_at``:
+    ``budget.merge_trim_at``), trim it down to this many tokens (``budget.chunked_trim``)
+    rather than just below the budget.
 
     ``catch_up``: what a failed run (``result=None``) leaves for the next working one:
     the short-term items the budget trims (the full contract), or the user message no
@@ -113,7 +115,11 @@ def merge(
         carried = _carried_items(previous, result, user_message)
         emotion = result.user_emotion if result.user_emotion is not None else previous.user_emotion
     short_term = enforce_budget(
-        carried + turn, token_budget=token_budget, protected=len(turn), trim_to=trim_to
+        carried + turn,
+        token_budget=token_budget,
+        protected=len(turn),
+        trim_to=trim_to,
+        trim_at=trim_at,
     )
     unread = [item for item in turn if item.role == "user"]
     if result is None and catch_up == "message":

@@ -130,3 +130,38 @@ def test_trimming_in_chunks_keeps_the_start_for_several_turns() -> None:
     grown = [*once, ShortTermItem("user", "word " * 40)]
     again = enforce_budget(grown, token_budget=budget, trim_to=chunked_trim(budget))
     assert again[0] is once[0]
+
+
+@pytest.mark.parametrize("trim_at", [True, False])
+def test_a_merge_leaves_room_for_the_next_message(trim_at: bool) -> None:
+    # bench.reply_quality's long session, seed 4: a window merged just under the budget was
+    # trimmed by the next user message when the reply was built (``reply_view``), so the
+    # prompt started as no read-ahead had seen (449 tokens read before the first token).
+    from types import SimpleNamespace
+
+    from backend.engine.session_state import reply_view
+    from backend.hippocampus import SessionMemoryState
+    from backend.hippocampus.budget import chunked_trim, merge_trim_at
+
+    budget = 400
+    messages = ["word " * n for n in (5, 25, 12)]  # 11 to 36 tokens, under the headroom
+    replies = ["word " * n for n in (28, 5, 40, 12, 33, 8, 21)]  # 6 to 54 tokens
+    window: tuple[ShortTermItem, ...] = ()
+    moved = 0  # replies whose window started otherwise than the merged one
+    for turn in range(60):
+        state = SessionMemoryState(background="", short_term=window)
+        view = reply_view(
+            state, [SimpleNamespace(role="user", content=messages[turn % 3])], token_budget=budget
+        )  # type: ignore[list-item]
+        moved += bool(window) and view.short_term[0] is not window[0]
+        window = enforce_budget(
+            [
+                *window,
+                ShortTermItem("user", messages[turn % 3]),
+                ShortTermItem("assistant", replies[turn % 7]),
+            ],
+            token_budget=budget,
+            trim_to=chunked_trim(budget),
+            trim_at=merge_trim_at(budget) if trim_at else None,
+        )
+    assert (moved == 0) is trim_at

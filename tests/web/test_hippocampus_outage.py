@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from backend.engine.shown_notes import EARLIER_NOTES_TOKENS
+from backend.hippocampus.budget import merge_trim_at
 from bench import hippocampus_outage as bench
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,8 @@ def test_thirty_turns_without_hippocampus_then_it_recovers() -> None:
     budget = result["budget"]
     assert all(r.short_term_tokens <= budget for r in rows)
     assert all(r.prompt_short_term_tokens <= budget for r in rows)
-    assert max(r.short_term_tokens for r in down) > budget * 0.9
+    # (A merge trims from ``merge_trim_at``, a tenth below the budget; a turn is ~110.)
+    assert max(r.short_term_tokens for r in down) > merge_trim_at(budget) - 150
     # The prompt stops growing. Full short-term is trimmed by a third of the budget at
     # once (budget.chunked_trim: the prompt's start then holds for a few turns, and a
     # local model's prompt cache with it), and the notes blocks shown before the trimmed
