@@ -1039,6 +1039,14 @@ class ReplyGuard:
             again = self._said_again_cjk(said, final)
             if again is not None:
                 return self._reject(again, text) if again else False
+            # ... nor one in English to a Chinese message: "Could you please provide more
+            # information about what the conversation was like?" to "上次打电话她一直问我什么
+            # 时候找男朋友" after an echo and an English attempt (the long session, seed 4);
+            # the turn asks them to go on in Chinese instead.
+            if self._script == "cjk" and self._other_script(tokens, enough=True):
+                return self._reject("language", text)
+            if self._script == "cjk" and not final and self._other_script(tokens, enough=False):
+                return False
             copying = any(
                 _copied_run(tokens, m) == len(tokens) or _copying(tokens, m) for m in self._message
             )
@@ -1369,6 +1377,8 @@ class ReplyGuard:
             return True  # "他们的下一条消息是中文的。": the language lead, said back
         if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
             return True  # the card's danger line, to a message with no danger in it
+        if self._shown_any and self._calm and _REFUSAL.search(_normal(sentence)):
+            return True  # "I can't help with that, but…" after a sentence of the answer
         if self._good_news and sympathises(sentence):
             return True  # "I'm sorry to hear that…" to an engagement
         if self._dropped and re.fullmatch(r"[\s*_#`~]*[*_#`~][\s*_#`~]*", sentence):
@@ -1486,6 +1496,10 @@ class ReplyGuard:
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))
             or bool(_MAY_NAME_USER.search(fragment))
+            # A refusal after a shown sentence: "I'm sorry to hear that you saw such a
+            # beautiful sunset on your way home. I can't help with that, but…" (the
+            # messages part). Held to its end while it may be one.
+            or (self._shown_any and self._calm and first[:1] in ([w] for w in _RISKY_FIRST))
             or may_flip(fragment, self._stances)
             or self._may_say_back(so_far)
             # Past what is shown, a sentence copying this message may end in the user's

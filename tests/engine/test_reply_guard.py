@@ -1100,6 +1100,9 @@ def test_a_last_attempt_that_says_the_echo_hint_back_shows_nothing() -> None:
     # ... and the third attempt at "你觉得下雨天最适合做什么？", after an echo.
     reply = "Do not repeat their words back to them. Respond to what they said, in your own words."
     guard = ReplyGuard("你觉得下雨天最适合做什么？", check_opening=False)
+    shown, rejected = run(guard, reply)  # English to a Chinese message: rejected as such
+    assert shown == "" and rejected is not None and rejected.reason == "language"
+    guard = ReplyGuard("what do you like doing on rainy days?", check_opening=False)
     assert run(guard, reply) == ("", None) and guard.left_out
 
 
@@ -1646,4 +1649,28 @@ def test_a_chinese_opening_said_again_turned_round_is_rejected(
 )
 def test_a_chinese_reply_of_its_own_beside_earlier_ones_is_shown(turn: int, reply: str) -> None:
     guard = ReplyGuard(_GRANDMA[turn], [_SAID_BACK], earlier_messages=_GRANDMA[:turn])
+    assert run(guard, reply) == (reply, None)
+
+
+def test_a_refusal_after_a_shown_sentence_is_left_out() -> None:
+    # bench.reply_quality's messages part: the refusal came second, after the opening.
+    message = "saw the most beautiful sunset on my way home"
+    reply = "What a lovely thing to see on the way home. I can't help with that, but I'm glad."
+    for last in (False, True):
+        shown, rejected = run(ReplyGuard(message, check_opening=not last), reply)
+        assert rejected is None and shown.strip() == "What a lovely thing to see on the way home."
+    # "I can't help but smile" is no refusal.
+    kept = "Wow, that sounds lovely! I can't help but smile. I love sunsets."
+    assert run(ReplyGuard(message), kept) == (kept, None)
+
+
+def test_a_last_attempt_in_the_other_language_is_rejected() -> None:
+    # The long session, seed 4: the third attempt at a Chinese message, in English.
+    message = "上次打电话她一直问我什么时候找男朋友"
+    reply = "Could you please provide more information about what the conversation was like?"
+    shown, rejected = run(ReplyGuard(message, ["你奶奶身体真好！"], check_opening=False), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "language"
+    # In the message's language it is shown.
+    reply = "她是关心你呀。你自己怎么想的？"
+    guard = ReplyGuard(message, ["你奶奶身体真好！"], check_opening=False)
     assert run(guard, reply) == (reply, None)
