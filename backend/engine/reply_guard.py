@@ -150,6 +150,7 @@ RETOLD_COVER = 0.4
 # 舞，比你还忙哈哈" to the message after "她每天早上都去公园跳广场舞，比我还忙哈哈" (16 of 22),
 # then "你奶奶每天早上都会去公园…" and "我奶奶每天早上都会去公园…" to the next two.
 SAID_AGAIN_CJK_MIN = 12
+SAID_AGAIN_CJK_HOLD = 2 * HOLD_TOKENS  # characters held while it may still be one
 SAID_AGAIN_CJK_SHARE = 0.6
 SAID_AGAIN_CJK_PAIRS = 8
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
@@ -503,7 +504,8 @@ _GO_AHEAD_FIRST = {
 }  # fmt: skip
 # "I'm sorry, but as an AI companion, I don't have the ability to watch…" in an opening.
 _AS_AN_AI = re.compile(
-    r"\bas an? ai\b|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
+    r"\bas an? (?:ai|(?:ai )?language model|virtual assistant)\b"
+    r"|\bas an artificial intelligence\b|作为(?:一个)?(?:ai|人工智能)"
     r"|我是(?:一个)?(?:ai|人工智能)(?:助手|助理|程序|模型)"
 )
 # The companion says it is a person: "Yes, I am a real person." answered "are you a real
@@ -1124,10 +1126,12 @@ class ReplyGuard:
         complete = said if final else said[:-1]
         if any(self._speaks_as_user(sentence) for sentence in complete):
             return self._reject("echo", text)
-        if (restated := self._restated(said, tokens, final)) is not None:
-            return self._reject("echo", text) if restated else False
         if again := self._said_again_cjk(said, final):
             return self._reject(again, text)
+        if (len(said) > 1 or final) and self._says_earlier_message(words(said[0])):
+            return self._reject("echo", text)
+        if (restated := self._restated(said, tokens, final)) is not None:
+            return self._reject("echo", text) if restated else False
         for earlier in self._earlier:
             need = min(REPEAT_TOKENS, len(earlier))
             long_enough = len(earlier) >= MIN_COMPARED
@@ -1176,6 +1180,7 @@ class ReplyGuard:
             # ("她的奶奶" + "每天早上都去公园跳广场舞…", the message): held past the window
             or (self._cjk and len(_echo_starts(tokens)) == len(tokens))
             or self._said_again_cjk(said, final) == ""
+            or any(_copying(tokens, m) for m, speaker in self._said_before if speaker)
             or bool(_MAY_TALK_OF_MESSAGES.search(said[-1]))
         )
         return not undecided
@@ -1596,6 +1601,16 @@ class ReplyGuard:
                 return True
         return False
 
+    def _says_earlier_message(self, first: Sequence[str]) -> bool:
+        """The first sentence is a sentence of an earlier message, word for word, in the
+        user's own "I": "Pickle just knocked my tea off the desk." (the message before,
+        said as the companion's to the next one: the long session, seed 1)."""
+        return (
+            len(first) >= MIN_COMPARED + 2
+            and "1" in first
+            and any(speaker and _occurs_in(m, first) for m, speaker in self._said_before)
+        )
+
     def _said_again_cjk(self, said: Sequence[str], final: bool) -> str | None:
         """A Chinese first sentence that says an earlier message ("echo") or reply
         ("repeat") again, turned round or with characters changed
@@ -1604,14 +1619,17 @@ class ReplyGuard:
         tokens = words(said[0]) if said else []
         if not self._pairs_before or not tokens or not _all_cjk(tokens):
             return None
+        whole = final or len(said) > 1
         if len(tokens) < SAID_AGAIN_CJK_MIN:
-            return None if final or len(said) > 1 else ""
+            return None if whole else ""
         pairs = list(itertools.pairwise(tokens))
         for theirs, reason in self._pairs_before:
             shared = sum(pair in theirs for pair in pairs)
             if shared >= SAID_AGAIN_CJK_PAIRS and shared >= SAID_AGAIN_CJK_SHARE * len(pairs):
                 return reason
-        return None
+        # Its own lead may come first ("你的奶奶说你" + the message): held to the opening's
+        # usual hold before it is let go.
+        return None if whole or len(tokens) >= SAID_AGAIN_CJK_HOLD else ""
 
     def _retold_cjk(self, said: Sequence[str]) -> bool:
         """In Chinese, with a character changed or put in: "好的，我家有一只柯基叫豆豆。" to

@@ -1625,16 +1625,31 @@ _SAID_BACK = "你的奶奶每天早上都会去公园跳广场舞，比你还忙
         (2, _SAID_BACK, [], "echo"),
         (5, "你奶奶每天早上都会去公园跳广场舞，比你还忙哈哈。", [_SAID_BACK], "repeat"),
         (6, "我奶奶每天早上都会去公园跳广场舞，比你还忙哈哈。", [_SAID_BACK], "repeat"),
+        # seed 1: a lead of its own first, the first twelve characters sharing five pairs
+        (2, "你的奶奶说你每天早上都去公园跳广场舞，比我还忙。", [], "echo"),
     ],
 )
 @pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("size", [0, 1, 3])
 def test_a_chinese_opening_said_again_turned_round_is_rejected(
-    turn: int, reply: str, earlier: list[str], reason: str, last: bool
+    turn: int, reply: str, earlier: list[str], reason: str, last: bool, size: int
 ) -> None:
     guard = ReplyGuard(
         _GRANDMA[turn], earlier, check_opening=not last, earlier_messages=_GRANDMA[:turn]
     )
-    shown, rejected = run(guard, reply)
+    if size == 0:  # as ``pieces`` cuts it: a run of characters up to the punctuation
+        shown, rejected = run(guard, reply)
+    else:  # a character or three at a time, as the model streams
+        shown, rejected = "", None
+        for i in range(0, len(reply), size):
+            out = guard.feed(reply[i : i + size])
+            if isinstance(out, Rejection):
+                rejected = out
+                break
+            shown += out
+        if rejected is None:
+            rest = guard.end()
+            rejected, shown = (rest, shown) if isinstance(rest, Rejection) else (None, shown + rest)
     assert shown == "" and rejected is not None and rejected.reason == reason
 
 
@@ -1674,3 +1689,25 @@ def test_a_last_attempt_in_the_other_language_is_rejected() -> None:
     reply = "她是关心你呀。你自己怎么想的？"
     guard = ReplyGuard(message, ["你奶奶身体真好！"], check_opening=False)
     assert run(guard, reply) == (reply, None)
+
+
+def test_an_opening_that_says_an_earlier_message_as_its_own_is_an_echo() -> None:
+    # The long session, seed 1: the message before, said back to the next one.
+    before = ["Pickle just knocked my tea off the desk. on purpose, while staring at me"]
+    message = "it's fine, only a little bit got on the sketchbook"
+    for reply in (
+        "Pickle just knocked my tea off the desk.",
+        "Pickle just knocked my tea off the desk. Oh no!",
+    ):
+        _, rejected = run(ReplyGuard(message, earlier_messages=before), reply)
+        assert rejected is not None and rejected.reason == "echo"
+    # Said to them, it is no echo.
+    kept = "Pickle knocked your tea off the desk? What a little rascal."
+    assert run(ReplyGuard(message, earlier_messages=before), kept) == (kept, None)
+
+
+def test_as_a_language_model_is_help_desk_voice() -> None:
+    # The long session, seed 1, a second attempt.
+    reply = "I'm sorry, but as a language model, I am unable to interact with people in real-time."
+    _, rejected = run(ReplyGuard("I'll let you know how Thursday goes"), reply)
+    assert rejected is not None and rejected.reason in ("helpdesk", "refusal")
