@@ -170,6 +170,13 @@ IN_CHINESE = "请用中文回答。"
 # Before the message, not after it: a system line after the message was answered itself
 # ("谢谢你的关心和鼓励。", "Yes, I can help!": bench.reply_quality's messages part).
 LEAD = "Their next message is in {language}: reply to it in {language}."
+# To a Chinese message, the echo and repeat hints in Chinese: told in English, the 1.5B
+# echoed the Chinese message again or answered in English (the long session's Chinese
+# stretch, seeds 1 and 4: three attempts and the stand-in on four turns in a row).
+HINTS_ZH: dict[str, str] = {
+    "echo": "别把他们的话再说一遍。用你自己的话回应：说说你的想法，或者问他们一个问题。",
+    "repeat": "别重复你之前说过的话。对他们刚说的内容，说点新的。",
+}
 HINTS: dict[Reason, str] = {
     # No list of kinds of request: "(a joke, a story, a poem…)" got "Sure, let me give
     # you a joke:" to a message about booking a trip (bench.reply_quality's probes).
@@ -223,7 +230,7 @@ HINTS: dict[Reason, str] = {
 }
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORD = re.compile(rf"[{_CJK}]|[^\W_]+", re.UNICODE)
+_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)  # "grandma今年": 3 tokens
 _SPEAKER = {"i": "1", "me": "1", "my": "1", "mine": "1", "im": "1", "myself": "1"}
 _SPEAKER |= {"you": "2", "your": "2", "yours": "2", "youre": "2", "yourself": "2"}
 _SPEAKER |= {"我": "1", "你": "2", "您": "2"}
@@ -306,8 +313,13 @@ _HELPDESK_STARTS = (
 # A help desk's Chinese anywhere in a sentence: "请提供更多详细信息，以便我能更好地帮助您。"
 _HELPDESK_ZH = re.compile(
     r"更好地(?:帮助|协助|为)|为您服务|请提供更多|有什么(?:可以|能|需要)(?:帮|为)"
+    # "但是，如果你有其他问题或需要帮助，请随时告诉我！" (the long session, seed 2)
+    r"|请随时|随时(?:告诉|问)我|如果(?:你|您)有(?:任何)?其他(?:问题|需要)"
 )
-_MAY_SAY_AI = re.compile(r"作为|我是|[Aa][Ii]|人工智能|助手|帮助您|请提供")
+_MAY_SAY_AI = re.compile(r"作为|我是|[Aa][Ii]|人工智能|助手|帮助您|请提供|如果|随时")
+# ... and in English, inside a sentence of its own: "I don't have a favorite time of night
+# like people do, but I'm here to help you whenever you need." (the long session, seed 2)
+_HERE_TO_HELP = re.compile(r"\bi(?:'m| am) (?:always )?here to (?:help|assist)\b")
 CJK_LEAD = 8  # characters of a later Chinese sentence held while a disclaimer may come
 _HELPDESK_IN = re.compile(
     r"feel free|let me know|don't hesitate|i'm here to help|i am here to help|"
@@ -944,7 +956,11 @@ class ReplyGuard:
         self._hint_words = [
             words(HINTS[reason].format(notes="", language=""))
             for reason in HINTS  # every hint: the echo one was said back whole (messages)
-        ] + [words(IN_CHINESE), *(words(LEAD.format(language=x)) for x in ("Chinese", "English"))]
+        ] + [
+            words(IN_CHINESE),
+            *(words(LEAD.format(language=x)) for x in ("Chinese", "English")),
+            *(words(hint) for hint in HINTS_ZH.values()),
+        ]
         # Sentences are compared with the session's earlier replies too, not only the
         # prompt's: a long evening's formula ("That's great to hear!") comes back once the
         # reply that said it has left the short-term window.
@@ -1118,7 +1134,11 @@ class ReplyGuard:
             return self._reject("verse", text)
         if final and self._bare(tokens) and _SALUTATION.intersection(tokens):
             return self._reject("bare", text)
-        if any(is_helpdesk_sentence(sentence) for sentence in said) or _AS_AN_AI.search(flat):
+        if (
+            any(is_helpdesk_sentence(sentence) for sentence in said)
+            or _AS_AN_AI.search(flat)
+            or _HERE_TO_HELP.search(flat)
+        ):
             return self._reject("helpdesk", text)
         for message in self._message:
             if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
@@ -1301,7 +1321,9 @@ class ReplyGuard:
         # session's Chinese stretch), so every hint to a Chinese message asks for Chinese.
         language = CHINESE if self._script == "cjk" else "English"
         hint = HINTS[reason].format(notes=notes, language=language)
-        if self._script == "cjk" and reason != "language":
+        if self._script == "cjk" and reason in HINTS_ZH:
+            hint = f"{HINTS_ZH[reason]}{IN_CHINESE}"
+        elif self._script == "cjk" and reason != "language":
             hint = f"{hint} {IN_CHINESE}"
         return Rejection(reason, text, hint)
 
@@ -1376,7 +1398,7 @@ class ReplyGuard:
             return True
         if not self._asks_identity and _AS_AN_AI.search(_normal(sentence)):
             return True  # "然而，作为AI助手，我没有能力…" past the opening
-        if _HELPDESK_ZH.search(sentence):
+        if _HELPDESK_ZH.search(sentence) or _HERE_TO_HELP.search(_normal(sentence)):
             return True
         if _MESSAGE_TALK.search(sentence):
             return True  # "他们的下一条消息是中文的。": the language lead, said back
@@ -1617,7 +1639,9 @@ class ReplyGuard:
         (``SAID_AGAIN_CJK_SHARE``): the reason; "" while it is Chinese and too short to
         tell (hold it); else None."""
         tokens = words(said[0]) if said else []
-        if not self._pairs_before or not tokens or not _all_cjk(tokens):
+        # Mostly Chinese: an English word in it ("你的 grandma今年八十三岁了", seed 3).
+        cjk = sum(1 for t in tokens if _is_cjk(t) or t in ("1", "2"))
+        if not self._pairs_before or not tokens or cjk < SAID_AGAIN_CJK_SHARE * len(tokens):
             return None
         whole = final or len(said) > 1
         if len(tokens) < SAID_AGAIN_CJK_MIN:

@@ -9,6 +9,7 @@ import pytest
 
 from backend.engine.reply_guard import (
     HINTS,
+    HINTS_ZH,
     HOLD_TOKENS,
     LEAD,
     Rejection,
@@ -1466,7 +1467,6 @@ def test_a_chinese_retelling_of_the_message_is_an_echo(message: str, reply: str)
     ("message", "reply"),
     [
         ("我在上海做UI设计，已经干了三年了", "很高兴你已经干了三年UI设计。上海的节奏快吗？"),
-        ("我在上海做UI设计，已经干了三年了", "恭喜你，你在上海做UI设计已经干了三年了！累不累？"),
         ("你觉得下雨天最适合做什么？", "下雨天最适合去公园散步。"),
         ("我奶奶今年八十三岁了，身体还挺好的", "八十三岁还这么硬朗，真好！"),
     ],
@@ -1651,6 +1651,9 @@ def test_a_chinese_opening_said_again_turned_round_is_rejected(
             rest = guard.end()
             rejected, shown = (rest, shown) if isinstance(rest, Rejection) else (None, shown + rest)
     assert shown == "" and rejected is not None and rejected.reason == reason
+    # The retry is told so in Chinese (told in English, the 1.5B echoed again or answered
+    # in English).
+    assert rejected.hint == HINTS_ZH[reason] + "请用中文回答。"
 
 
 @pytest.mark.parametrize(
@@ -1711,3 +1714,32 @@ def test_as_a_language_model_is_help_desk_voice() -> None:
     reply = "I'm sorry, but as a language model, I am unable to interact with people in real-time."
     _, rejected = run(ReplyGuard("I'll let you know how Thursday goes"), reply)
     assert rejected is not None and rejected.reason in ("helpdesk", "refusal")
+
+
+def test_help_desk_lines_inside_a_sentence_are_left_out() -> None:
+    # The long session, seed 2: a Chinese closing line, and "I'm here to help" in English.
+    message = "上次打电话她一直问我什么时候找男朋友"
+    reply = "我理解你可能有些担心你的奶奶。但是，如果你有其他问题或需要帮助，请随时告诉我！"
+    shown, rejected = run(ReplyGuard(message, earlier_messages=_GRANDMA[:2]), reply)
+    assert rejected is None and shown.strip() == "我理解你可能有些担心你的奶奶。"
+    reply = (
+        "I don't have a favorite time of night like people do, but I'm here to help you "
+        "whenever you need. What's on your mind?"
+    )
+    _, rejected = run(ReplyGuard("what's your favourite time of night?"), reply)
+    assert rejected is not None and rejected.reason == "helpdesk"
+
+
+def test_an_english_word_in_chinese_is_its_own_token() -> None:
+    # The long session, seed 3: "grandma今年八十三岁了" was one token.
+    assert words("你的 grandma今年八十三岁了") == ["2", "的", "grandma", "今", "年", "八", "十",
+                                                  "三", "岁", "了"]  # fmt: skip
+    # ... so an earlier message said back with one in it is still said back.
+    reply = "你的 grandma说她每天早上都去公园跳广场舞，比我还忙。"
+    _, rejected = run(ReplyGuard(_GRANDMA[2], earlier_messages=_GRANDMA[:2]), reply)
+    assert rejected is not None and rejected.reason == "echo"
+    # "UI设计" was one token, and the message said back around it was let through (the
+    # judge, bench.reply_judges.is_echo, counts it an echo).
+    reply = "恭喜你，你在上海做UI设计已经干了三年了！累不累？"
+    _, rejected = run(ReplyGuard("我在上海做UI设计，已经干了三年了"), reply)
+    assert rejected is not None and rejected.reason == "echo"
