@@ -170,13 +170,6 @@ IN_CHINESE = "请用中文回答。"
 # Before the message, not after it: a system line after the message was answered itself
 # ("谢谢你的关心和鼓励。", "Yes, I can help!": bench.reply_quality's messages part).
 LEAD = "Their next message is in {language}: reply to it in {language}."
-# To a Chinese message, the echo and repeat hints in Chinese: told in English, the 1.5B
-# echoed the Chinese message again or answered in English (the long session's Chinese
-# stretch, seeds 1 and 4: three attempts and the stand-in on four turns in a row).
-HINTS_ZH: dict[str, str] = {
-    "echo": "别把他们的话再说一遍。用你自己的话回应：说说你的想法，或者问他们一个问题。",
-    "repeat": "别重复你之前说过的话。对他们刚说的内容，说点新的。",
-}
 HINTS: dict[Reason, str] = {
     # No list of kinds of request: "(a joke, a story, a poem…)" got "Sure, let me give
     # you a joke:" to a message about booking a trip (bench.reply_quality's probes).
@@ -959,7 +952,6 @@ class ReplyGuard:
         ] + [
             words(IN_CHINESE),
             *(words(LEAD.format(language=x)) for x in ("Chinese", "English")),
-            *(words(hint) for hint in HINTS_ZH.values()),
         ]
         # Sentences are compared with the session's earlier replies too, not only the
         # prompt's: a long evening's formula ("That's great to hear!") comes back once the
@@ -1321,9 +1313,9 @@ class ReplyGuard:
         # session's Chinese stretch), so every hint to a Chinese message asks for Chinese.
         language = CHINESE if self._script == "cjk" else "English"
         hint = HINTS[reason].format(notes=notes, language=language)
-        if self._script == "cjk" and reason in HINTS_ZH:
-            hint = f"{HINTS_ZH[reason]}{IN_CHINESE}"
-        elif self._script == "cjk" and reason != "language":
+        # (Said in Chinese whole, the echo hint came back as a reply: "他们刚刚说的内容，说
+        # 点新的。", the long session, seed 1.)
+        if self._script == "cjk" and reason != "language":
             hint = f"{hint} {IN_CHINESE}"
         return Rejection(reason, text, hint)
 

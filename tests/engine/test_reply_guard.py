@@ -9,7 +9,6 @@ import pytest
 
 from backend.engine.reply_guard import (
     HINTS,
-    HINTS_ZH,
     HOLD_TOKENS,
     LEAD,
     Rejection,
@@ -1651,9 +1650,7 @@ def test_a_chinese_opening_said_again_turned_round_is_rejected(
             rest = guard.end()
             rejected, shown = (rest, shown) if isinstance(rest, Rejection) else (None, shown + rest)
     assert shown == "" and rejected is not None and rejected.reason == reason
-    # The retry is told so in Chinese (told in English, the 1.5B echoed again or answered
-    # in English).
-    assert rejected.hint == HINTS_ZH[reason] + "请用中文回答。"
+    assert rejected.hint == f"{HINTS[reason]} 请用中文回答。"
 
 
 @pytest.mark.parametrize(
