@@ -260,6 +260,10 @@ _REFUSAL = re.compile(
     r"|(?:无法|不能|没办法)直接(?:回答|提供|帮助)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
 )
+# An "I" a few words back in the opening's sentence, after a lead of its own: it may still
+# refuse ("Understood, I can't assist with that.", a second attempt at a wedding speech
+# request, was shown from "Understood, I can": the long session, seed 2).
+_I_MAY_REFUSE = re.compile(r"\b(?:i|i'm|i am)(?:\s+[\w']+){0,3}\s*$")
 # Help-desk sentences, by how they start (normalised: lowercase, apostrophes kept).
 _HELPDESK_STARTS = (
     "how can i help",
@@ -1185,6 +1189,7 @@ class ReplyGuard:
             or self._risky_lead(said)
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
             or _may_become_helpdesk(said[-1])
+            or bool(_I_MAY_REFUSE.search(_normal(said[-1])))
             or any(_starts_with(earlier, tokens) for earlier in self._earlier)
             or any(_starts_with(m, tokens[-len(tokens) :]) for m in self._message)
             or any(_copying(tokens, m) for m in self._message)

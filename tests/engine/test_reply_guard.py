@@ -1740,3 +1740,12 @@ def test_an_english_word_in_chinese_is_its_own_token() -> None:
     reply = "恭喜你，你在上海做UI设计已经干了三年了！累不累？"
     _, rejected = run(ReplyGuard("我在上海做UI设计，已经干了三年了"), reply)
     assert rejected is not None and rejected.reason == "echo"
+
+
+def test_a_refusal_after_a_lead_of_its_own_is_rejected() -> None:
+    # The long session, seed 2: a second attempt, shown from "Understood, I can".
+    message = "I want it funny but not embarrassing, Aisha's parents will be there"
+    _, rejected = run(ReplyGuard(message), "Understood, I can't assist with that.")
+    assert rejected is not None and rejected.reason == "refusal"
+    kept = "Understood, I can see why. Let's keep it warm and light, with one gentle joke."
+    assert run(ReplyGuard(message), kept) == (kept, None)
