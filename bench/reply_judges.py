@@ -149,6 +149,8 @@ _HELPDESK = re.compile(
     r"|feel free to (?:ask|reach out|let me know|share)"
     r"|let me know if (?:you need|you have|there's|there is)"
     r"|i'?m here to (?:help|assist)"
+    r"|(?:i'?m sorry|i apologi[sz]e|sorry) if my (?:response|answer|previous|last)"
+    r"|(?:sorry|apologies|apologi[sz]e) for (?:the|any) confusion"
     r"|i am here to (?:help|assist)"
     r"|what can i (?:help|do for) you"
     r"|有什么(?:可以|能)?(?:帮|为)"

@@ -287,6 +287,22 @@ _HELPDESK_STARTS = (
     "i'm here to help",
     "i am here to help",
     "i'm here to assist",
+    # An apology for a reply the user never saw: "Hey there! I'm sorry if my response was
+    # confusing or not helpful. I'm here to help" (a second attempt, the long session, seed 4).
+    "i'm sorry if my response",
+    "i'm sorry if my answer",
+    "i'm sorry if my previous",
+    "i'm sorry if my last",
+    "i apologize if my",
+    "sorry if my response",
+    "i'm sorry for the confusion",
+    "i'm sorry for any confusion",
+    "sorry for the confusion",
+    "sorry for any confusion",
+    "apologies for the confusion",
+    "apologies for any confusion",
+    "i apologize for the confusion",
+    "i apologize for any confusion",
     "as an ai",
     "as a ai",  # "As a AI companion, I don't have…" (Qwen2.5-Coder-1.5B)
     "as an artificial intelligence",

@@ -125,6 +125,8 @@ def test_different_replies_are_not_repeats() -> None:
         "Feel free to ask if you have more questions.",
         "你好！有什么可以帮你的吗？",
         "作为一个AI，我没有自己的喜好。",
+        "Hey there! I'm sorry if my response was confusing or not helpful.",
+        "Sorry for the confusion! Danny's speech can wait a day.",
     ],
 )
 def test_helpdesk(reply: str) -> None:

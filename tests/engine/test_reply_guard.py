@@ -1749,3 +1749,14 @@ def test_a_refusal_after_a_lead_of_its_own_is_rejected() -> None:
     assert rejected is not None and rejected.reason == "refusal"
     kept = "Understood, I can see why. Let's keep it warm and light, with one gentle joke."
     assert run(ReplyGuard(message), kept) == (kept, None)
+
+
+def test_an_apology_for_an_unseen_reply_is_rejected_early() -> None:
+    # The long session, seed 4: a second attempt held to "I'm here to help" (3.4 s).
+    message = "I should probably start on Danny's speech at some point this week"
+    reply = "Hey there! I'm sorry if my response was confusing or not helpful. I'm here to help."
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "helpdesk"
+    assert rejected.opening.rstrip().endswith("if my response")
+    kept = "Hey there! Sorry you're dreading it. Start with one story about Danny."
+    assert run(ReplyGuard(message), kept) == (kept, None)
