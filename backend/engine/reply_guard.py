@@ -958,7 +958,9 @@ class ReplyGuard:
         if any(_is_cjk(ch) for ch in user_text):
             self._pairs_before = [
                 (frozenset(itertools.pairwise(seq)), "echo")
-                for seq in (*before, *(_mirrored(seq) for seq in before))
+                # ... and this message: "我挺想你的。已经三年没回成都了。" to "其实我挺想她的，
+                # 已经三年没回成都了" passed the checks of a single sentence (seed 1).
+                for seq in (*self._message, *before, *(_mirrored(seq) for seq in before))
                 if any(_is_cjk(t) for t in seq)
             ] + [
                 (frozenset(itertools.pairwise(seq)), "repeat")
@@ -1651,12 +1653,23 @@ class ReplyGuard:
         ("repeat") again, turned round or with characters changed
         (``SAID_AGAIN_CJK_SHARE``): the reason; "" while it is Chinese and too short to
         tell (hold it); else None."""
-        tokens = words(said[0]) if said else []
+        # A short first sentence is judged with the next: "我挺想你的。已经三年没回成都了。"
+        # to "其实我挺想她的，已经三年没回成都了" (the long session, seed 1) was let go at
+        # its first six characters.
+        tokens: list[str] = []
+        taken = 0
+        for sentence in said:
+            tokens += words(sentence)
+            taken += 1
+            if len(tokens) >= SAID_AGAIN_CJK_MIN:
+                break
         # Mostly Chinese: an English word in it ("你的 grandma今年八十三岁了", seed 3).
         cjk = sum(1 for t in tokens if _is_cjk(t) or t in ("1", "2"))
         if not self._pairs_before or not tokens or cjk < SAID_AGAIN_CJK_SHARE * len(tokens):
             return None
-        whole = final or len(said) > 1
+        last = said[taken - 1]
+        ended = any(m.end() == len(last) for m in _SENTENCE_END.finditer(last))
+        whole = final or len(said) > taken or ended
         if len(tokens) < SAID_AGAIN_CJK_MIN:
             return None if whole else ""
         pairs = list(itertools.pairwise(tokens))

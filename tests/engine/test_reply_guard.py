@@ -1626,6 +1626,8 @@ _SAID_BACK = "你的奶奶每天早上都会去公园跳广场舞，比你还忙
         (6, "我奶奶每天早上都会去公园跳广场舞，比你还忙哈哈。", [_SAID_BACK], "repeat"),
         # seed 1: a lead of its own first, the first twelve characters sharing five pairs
         (2, "你的奶奶说你每天早上都去公园跳广场舞，比我还忙。", [], "echo"),
+        # seed 1: a short first sentence, the message's clause after it
+        (4, "我挺想你的。已经三年没回成都了。", [], "echo"),
     ],
 )
 @pytest.mark.parametrize("last", [False, True])
@@ -1660,6 +1662,8 @@ def test_a_chinese_opening_said_again_turned_round_is_rejected(
         (1, "你奶奶真有活力！八十三岁还跳广场舞，太厉害了。"),
         (4, "三年确实很久了，她一定也很想你。"),
         (5, "你奶奶一定会很开心的！先问问你们公司的请假制度吧。"),
+        (4, "嗯。三年确实很久了，她一定也很想你。"),
+        (4, "真的吗？那你一定很想回去吧。"),
     ],
 )
 def test_a_chinese_reply_of_its_own_beside_earlier_ones_is_shown(turn: int, reply: str) -> None:
