@@ -30,7 +30,7 @@ The parts:
 - ``long``: ``long_session.json``, one session of 64 messages with BOTH configured roles
   (the real hippocampus forms memories while the user chats), each message sent
   ``--gap`` seconds after the previous reply ended, as a person typing. It measures time
-  to the first token (p50, max; the models are warmed first, as the app warms them at
+  to the first token (p50, max; the models are warmed first in every part, as the app warms them at
   start), tokens per second, and the memory lag: at each message,
   how many earlier turns are not merged yet (the last line takes the max).
   ``--long-seeds`` runs it for fewer seeds than the others (default: all).
@@ -523,6 +523,9 @@ async def run_seed(
             chat = services.engine.chat
             configured = (services.engine.hippocampus, services.engine.settings)
             log(f"seed {seed}: chat {chat.model}, hippocampus {configured[0].model}")
+            # As the app does at start: the first message's reply read no model load
+            # (10.6 s to "hey, I'm Priya. long day." before, the messages part's max).
+            await warm_up(services.engine)
             if "messages" in parts:
                 await part_messages(
                     services, run, args.max_tokens, args.limit, log, args.lang, args.kinds

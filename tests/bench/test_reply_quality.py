@@ -218,3 +218,30 @@ def test_lang_sends_only_the_messages_in_that_language(
     replies = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
     kinds = {m["text"]: m.get("kind") for m in data["messages"]}
     assert replies and {kinds[r["message"]] for r in replies} == {"venting"}
+
+
+def test_the_models_are_warmed_before_the_first_message(
+    small_data: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the app warms them at start: the messages part's first reply read a model load.
+    events: list[str] = []
+    warm_up = reply_quality.warm_up
+    send = reply_quality.send
+
+    async def warming(engine: Any) -> None:
+        events.append("warm")
+        await warm_up(engine)
+
+    async def sending(*args: Any, **kwargs: Any) -> Any:
+        events.append("send")
+        return await send(*args, **kwargs)
+
+    monkeypatch.setattr(reply_quality, "warm_up", warming)
+    monkeypatch.setattr(reply_quality, "send", sending)
+    code = reply_quality.main(
+        ["--config", str(small_data), "--seeds", "1", "--parts", "messages", "--limit", "1",
+         "--quiet", "--out", str(small_data.parent / "warm.jsonl")],
+        chat_factory=Scripted,
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().out
+    assert events[0] == "warm" and "send" in events
