@@ -153,6 +153,12 @@ SAID_AGAIN_CJK_MIN = 12
 SAID_AGAIN_CJK_HOLD = 2 * HOLD_TOKENS  # characters held while it may still be one
 SAID_AGAIN_CJK_SHARE = 0.6
 SAID_AGAIN_CJK_PAIRS = 8
+# ... or its words changed, most of its characters kept (``_retells_cjk``).
+RETOLD_CJK_MIN = 8  # characters the message has, fewer not compared
+RETOLD_CJK_COVER = 0.7
+RETOLD_CJK_OWN = 2  # characters of its own the opening needs not to be the message
+# Characters that carry little of a sentence's own content.
+_CJK_LIGHT = frozenset("的了是它们在有和就也都不吗呢吧啊呀哦嗯这那个一很还要会说到着过只真")
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 # Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
 # "hey, I'm Priya. long day." has three.
@@ -795,6 +801,23 @@ def _says_back(sentence: Sequence[str], message: Sequence[str], *, speaker: bool
     if speaker and not any(t == "1" and c for t, c in zip(sentence, mine, strict=True)):
         return False
     return sum(theirs) >= RESTATED_SHARE * len(message) and own <= SAID_BACK_OWN
+
+
+def _retells_cjk(opening: Sequence[str], message: Sequence[str]) -> bool:
+    """A Chinese opening with ``RETOLD_CJK_COVER`` of the message's characters in it and
+    fewer than ``RETOLD_CJK_OWN`` of its own: the message said back with words changed,
+    which shares too few runs or pairs for the other tests ("外面很安静，整栋楼只亮着我家
+    的灯。" to "外面好安静啊，整栋楼好像就我家灯还亮着": bench.reply_quality's messages).
+    The bench's echo judge in characters, stricter on what is its own: the judge reads the
+    whole reply, this only its opening ("很高兴你已经干了三年UI设计。" goes on to ask)."""
+    unique = set(message)
+    if len(unique) < RETOLD_CJK_MIN:
+        return False
+    mine = set(opening)
+    covered = sum(1 for t in unique if t in mine or _mirrored([t])[0] in mine)
+    theirs = unique | set(_mirrored(message))
+    own = {t for t in mine if _is_cjk(t) and t not in theirs and t not in _CJK_LIGHT}
+    return covered >= RETOLD_CJK_COVER * len(unique) and len(own) < RETOLD_CJK_OWN
 
 
 def _copies_to_end(reply: Sequence[str], i: int, message: Sequence[str], j: int) -> bool:
@@ -1677,6 +1700,10 @@ class ReplyGuard:
             shared = sum(pair in theirs for pair in pairs)
             if shared >= SAID_AGAIN_CJK_PAIRS and shared >= SAID_AGAIN_CJK_SHARE * len(pairs):
                 return reason
+        # (A question back is a reply of its own: "嗨，小林！你下班回家了吗？")
+        asks_back = last.rstrip().endswith(("？", "?"))
+        if whole and not asks_back and any(_retells_cjk(tokens, m) for m in self._restate):
+            return "echo"
         # Its own lead may come first ("你的奶奶说你" + the message): held to the opening's
         # usual hold before it is let go.
         return None if whole or len(tokens) >= SAID_AGAIN_CJK_HOLD else ""

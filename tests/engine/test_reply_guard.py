@@ -1455,6 +1455,8 @@ def test_an_answer_may_say_what_they_told_before_turned_to_you() -> None:
         ("今天终于吃到楼下新开的那家米线了，真的好好吃",
          "太好了，我终于可以吃到楼下新开的那家米线了！"),
         ("外面好安静啊，整栋楼好像就我家灯还亮着", "外面很安静，整栋楼好像还亮着我家的灯。"),
+        # seed 1 on 1b2657e: words changed, too few runs or pairs kept for the other tests
+        ("外面好安静啊，整栋楼好像就我家灯还亮着", "外面很安静，整栋楼只亮着我家的灯。"),
     ],
 )  # fmt: skip
 def test_a_chinese_retelling_of_the_message_is_an_echo(message: str, reply: str) -> None:
@@ -1468,6 +1470,16 @@ def test_a_chinese_retelling_of_the_message_is_an_echo(message: str, reply: str)
         ("我在上海做UI设计，已经干了三年了", "很高兴你已经干了三年UI设计。上海的节奏快吗？"),
         ("你觉得下雨天最适合做什么？", "下雨天最适合去公园散步。"),
         ("我奶奶今年八十三岁了，身体还挺好的", "八十三岁还这么硬朗，真好！"),
+        # Most of the message's words, and things of its own to say with them.
+        (
+            "外面好安静啊，整栋楼好像就我家灯还亮着",
+            "整栋楼就你家灯亮着，外面这么安静，你怎么还不睡呀？",
+        ),
+        (
+            "今天终于吃到楼下新开的那家米线了，真的好好吃",
+            "新开的米线店这么好吃？汤底是什么味的，辣不辣？",
+        ),
+        ("嗨，我叫小林，刚下班回到家", "嗨，小林！你下班回家了吗？"),
     ],
 )
 def test_a_chinese_reply_of_its_own_is_shown(message: str, reply: str) -> None:
