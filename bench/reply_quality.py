@@ -30,10 +30,12 @@ The parts:
 - ``long``: ``long_session.json``, one session of 64 messages with BOTH configured roles
   (the real hippocampus forms memories while the user chats), each message sent
   ``--gap`` seconds after the previous reply ended, as a person typing. It measures time
-  to the first token (p50, max; the models are warmed first in every part, as the app warms them at
-  start), tokens per second, and the memory lag: at each message,
+  to the first token (p50, max), tokens per second, and the memory lag: at each message,
   how many earlier turns are not merged yet (the last line takes the max).
   ``--long-seeds`` runs it for fewer seeds than the others (default: all).
+
+Each seed warms the models before its first message, as the app warms them at start, so
+no part's first reply reads a model load.
 
 The judges are ``bench.reply_judges`` (definitions in its docstring). Rates are over
 every reply judged in the parts that ran; a reply to an ``identity`` message may say it
