@@ -1549,6 +1549,9 @@ class ReplyGuard:
             )
             or any(_occurs_in(hint, so_far) for hint in self._hint_words)
             or any(_occurs_in(quote, so_far) for quote in self._quoted)
+            # the message copied so far, a later sentence that may say it back: "嗯，听起来你
+            # 已经很累。" + "这个月几乎天天加班，周末也没得休息。" (the messages part, seed 1)
+            or any(_occurs_in(message, so_far) for message in self._restate)
             or _may_become_helpdesk(fragment)
             or (self._calm and _may_advise(fragment))
             or (self._good_news and may_sympathise(fragment))

@@ -1776,3 +1776,25 @@ def test_an_apology_for_an_unseen_reply_is_rejected_early() -> None:
     assert rejected.opening.rstrip().endswith("if my response")
     kept = "Hey there! Sorry you're dreading it. Start with one story about Danny."
     assert run(ReplyGuard(message), kept) == (kept, None)
+
+
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_later_sentence_that_says_the_message_back_is_left_out(last: bool, size: int) -> None:
+    # The messages part, seed 1 on a6a6d19: the second sentence streamed as it came.
+    message = "好累啊，这个月几乎天天加班，周末也没得休息"
+    reply = "嗯，听起来你已经很累。这个月几乎天天加班，周末也没得休息。"
+    guard = ReplyGuard(message, check_opening=not last)
+    shown = ""
+    for i in range(0, len(reply), size):
+        out = guard.feed(reply[i : i + size])
+        assert isinstance(out, str)
+        shown += out
+    rest = guard.end()
+    assert isinstance(rest, str)
+    assert (shown + rest).strip() == "嗯，听起来你已经很累。"
+    # A sentence of its own that starts with the message's words is shown.
+    reply = "嗯，听起来你已经很累。这个月一定要给自己留一天休息。"
+    guard = ReplyGuard(message, check_opening=not last)
+    shown = "".join(str(guard.feed(reply[i : i + size])) for i in range(0, len(reply), size))
+    assert shown + str(guard.end()) == reply
