@@ -25,9 +25,12 @@ def pieces(text: str) -> list[str]:
     return re.findall(r"\s*[\w']+|\s*[^\w\s]|[\u4e00-\u9fff]", text)
 
 
-def run(guard: ReplyGuard, text: str) -> tuple[str, Rejection | None]:
+def run(guard: ReplyGuard, text: str, size: int = 0) -> tuple[str, Rejection | None]:
+    """``text`` fed as ``pieces`` cuts it, or ``size`` characters at a time as a model
+    streams."""
     shown: list[str] = []
-    for piece in pieces(text):
+    chunks = [text[i : i + size] for i in range(0, len(text), size)] if size else pieces(text)
+    for piece in chunks:
         out = guard.feed(piece)
         if isinstance(out, Rejection):
             return "".join(shown), out
@@ -1650,19 +1653,7 @@ def test_a_chinese_opening_said_again_turned_round_is_rejected(
     guard = ReplyGuard(
         _GRANDMA[turn], earlier, check_opening=not last, earlier_messages=_GRANDMA[:turn]
     )
-    if size == 0:  # as ``pieces`` cuts it: a run of characters up to the punctuation
-        shown, rejected = run(guard, reply)
-    else:  # a character or three at a time, as the model streams
-        shown, rejected = "", None
-        for i in range(0, len(reply), size):
-            out = guard.feed(reply[i : i + size])
-            if isinstance(out, Rejection):
-                rejected = out
-                break
-            shown += out
-        if rejected is None:
-            rest = guard.end()
-            rejected, shown = (rest, shown) if isinstance(rest, Rejection) else (None, shown + rest)
+    shown, rejected = run(guard, reply, size)
     assert shown == "" and rejected is not None and rejected.reason == reason
     assert rejected.hint == f"{HINTS[reason]} 请用中文回答。"
 
@@ -1784,17 +1775,8 @@ def test_a_later_sentence_that_says_the_message_back_is_left_out(last: bool, siz
     # The messages part, seed 1 on a6a6d19: the second sentence streamed as it came.
     message = "好累啊，这个月几乎天天加班，周末也没得休息"
     reply = "嗯，听起来你已经很累。这个月几乎天天加班，周末也没得休息。"
-    guard = ReplyGuard(message, check_opening=not last)
-    shown = ""
-    for i in range(0, len(reply), size):
-        out = guard.feed(reply[i : i + size])
-        assert isinstance(out, str)
-        shown += out
-    rest = guard.end()
-    assert isinstance(rest, str)
-    assert (shown + rest).strip() == "嗯，听起来你已经很累。"
+    shown, rejected = run(ReplyGuard(message, check_opening=not last), reply, size)
+    assert rejected is None and shown.strip() == "嗯，听起来你已经很累。"
     # A sentence of its own that starts with the message's words is shown.
     reply = "嗯，听起来你已经很累。这个月一定要给自己留一天休息。"
-    guard = ReplyGuard(message, check_opening=not last)
-    shown = "".join(str(guard.feed(reply[i : i + size])) for i in range(0, len(reply), size))
-    assert shown + str(guard.end()) == reply
+    assert run(ReplyGuard(message, check_opening=not last), reply, size) == (reply, None)
