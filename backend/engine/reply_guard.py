@@ -621,7 +621,8 @@ _MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?条?消?$|条消息")  # 
 # ... held to its end where it may come: after a general-advice lead ("Maybe you could talk
 # to someone you trust about it.", to a day of emails: the long session, seed 4).
 _ADVICE_STARTS = (
-    "it's always best", "it's always good", "it's always important", "it's important",
+    # "It's always better to let someone you trust handle the changes" (the long session)
+    "it's always", "it's important",
     "it's a good idea", "it's best", "it's okay to reach", "remember", "please", "make sure",
     "don't hesitate", "maybe you could talk", "maybe you could reach", "maybe you can talk",
     "maybe talk", "perhaps you could talk", "you could talk", "you could reach",

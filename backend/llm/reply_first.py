@@ -30,14 +30,21 @@ from contextlib import contextmanager
 # How often a paused background step rechecks its own stop flag (a cancelled run must
 # not stay parked behind a long reply).
 RECHECK_S = 0.1
+# How long background steps stay paused after a reply's generation ends. A reply the
+# guard samples again (or a tool round) ends one generation and starts the next within
+# milliseconds; a background step let through in between is a whole batch of the
+# hippocampus's prompt, which the retry's first token then shared the cores with.
+LINGER_S = 0.3
 
 
 class ReplyFirst:
     """Foreground generations run; background steps wait while any is running."""
 
-    def __init__(self) -> None:
+    def __init__(self, linger_s: float = LINGER_S) -> None:
         self._changed = threading.Condition()
         self._foreground = 0
+        self._linger_s = linger_s
+        self._ended_at = float("-inf")  # when the last foreground generation ended
         self.paused_s = 0.0  # total time background steps spent waiting (for benches)
 
     @property
@@ -54,14 +61,23 @@ class ReplyFirst:
         finally:
             with self._changed:
                 self._foreground -= 1
+                self._ended_at = time.monotonic()
                 self._changed.notify_all()
 
     def wait_for_foreground(self, stop: threading.Event | None = None) -> None:
-        """Block while a foreground generation runs (or until ``stop`` is set)."""
+        """Block while a foreground generation runs, and for ``linger_s`` after one ends
+        (or until ``stop`` is set)."""
         with self._changed:
-            if self._foreground == 0:
-                return
             started = time.perf_counter()
-            while self._foreground > 0 and not (stop is not None and stop.is_set()):
-                self._changed.wait(RECHECK_S)
-            self.paused_s += time.perf_counter() - started
+            waited = False
+            while not (stop is not None and stop.is_set()):
+                if self._foreground > 0:
+                    wait = RECHECK_S
+                else:
+                    wait = self._ended_at + self._linger_s - time.monotonic()
+                    if wait <= 0:
+                        break
+                waited = True
+                self._changed.wait(min(wait, RECHECK_S))
+            if waited:
+                self.paused_s += time.perf_counter() - started

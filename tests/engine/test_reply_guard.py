@@ -277,6 +277,16 @@ def test_the_cards_danger_line_is_left_out_unless_the_user_spoke_of_danger() -> 
         "you trust?",
     )
     assert rejected is None and shown == "That sounds so good! Enjoy your cuppa."
+    # ... and "It's always better…" after a first sentence that streamed (the long
+    # session, seed 1: shown as it came, it was the run's one leak).
+    shown, rejected = run(
+        ReplyGuard("oh wait, just checked my email. the interview moved to Thursday"),
+        "Oh wow, that's a good surprise! It's always better to let someone you trust handle "
+        "the changes. Thursday gives you an extra day to prepare.",
+        size=3,
+    )
+    assert rejected is None
+    assert shown == "Oh wow, that's a good surprise! Thursday gives you an extra day to prepare."
     # Said to someone who is scared, it is what the card asks for.
     danger = "my ex keeps showing up outside my flat and I'm scared"
     kept = (

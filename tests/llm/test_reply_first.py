@@ -38,6 +38,37 @@ def test_a_background_step_waits_for_the_reply_to_end() -> None:
     assert gate.paused_s > 0.2
 
 
+def test_a_background_step_stays_paused_between_two_attempts_of_a_reply() -> None:
+    # The guard's retry ends one generation and starts the next: a background step let
+    # through in the gap took a prompt batch's time from the retry's first token.
+    gate = ReplyFirst(linger_s=1.0)
+    ran: list[str] = []
+
+    def background_step() -> None:
+        gate.wait_for_foreground()
+        ran.append("hippocampus")
+
+    with gate.foreground():
+        worker = threading.Thread(target=background_step)
+        worker.start()
+        time.sleep(0.05)
+    time.sleep(0.1)  # the gap between the rejected attempt and the next
+    with gate.foreground():
+        ran.append("retry starts")
+    worker.join(5)
+    assert ran == ["retry starts", "hippocampus"]
+
+
+def test_a_background_step_runs_once_the_linger_is_over() -> None:
+    gate = ReplyFirst(linger_s=0.2)
+    with gate.foreground():
+        pass
+    started = time.perf_counter()
+    gate.wait_for_foreground()
+    assert time.perf_counter() - started >= 0.15
+    gate.wait_for_foreground()  # long after: at once
+
+
 def test_a_stopped_background_step_does_not_stay_parked() -> None:
     gate = ReplyFirst()
     stop = threading.Event()
