@@ -632,6 +632,11 @@ _ADVICE_STARTS = (
     # "How about having a quick chat with someone you trust?" to a cup of tea and a sofa
     # (bench.reply_quality's messages part)
     "how about", "why not",
+    # "Sometimes, it can be helpful to talk about what happened with someone you trust…" to
+    # a boss who yelled; "…If they are unable to resolve the issue within [a week, call]
+    # emergency services or a crisis line" to a broken boiler (the messages part)
+    "sometimes", "it can be", "it could be", "it may be", "it might be", "i would encourage",
+    "i'd encourage", "i encourage", "if ",
 )  # fmt: skip
 _ADVICE_LEAD_ZH = re.compile(r"记得|一定要|最好|可以找|请")
 _AI_LEADS = re.compile(r"^(?:however|but|although|though|well|of course|honestly)[,!]?\s*")
@@ -765,6 +770,18 @@ def _copying(reply: Sequence[str], message: Sequence[str]) -> bool:
     )
 
 
+def _only_copies(reply: Sequence[str], message: Sequence[str]) -> bool:
+    """The whole reply, from one of its first three words, is a run of the message of at
+    least ``MIN_COMPARED`` tokens: asked as a question, the user's question handed back
+    ("What's your favourite time of night?" to "random question, what's your favourite
+    time of night?": the long session, seed 1); "Yes, have a big bowl!" answers one."""
+    return _copying(reply, message) and _copied_run(reply, message) >= MIN_COMPARED
+
+
+def _asks(text: str) -> bool:
+    return text.rstrip(" \n*_\"'”)").endswith(("?", "？"))
+
+
 def _covered(sentence: Sequence[str], message: Sequence[str]) -> tuple[list[bool], list[bool]]:
     """Which tokens of each lie in a run of at least ``RESTATED_RUN`` tokens they share."""
     mine, theirs = [False] * len(sentence), [False] * len(message)
@@ -869,6 +886,26 @@ _AI_LEAD_WORDS = ("however", "but", "although", "though", "well", "of course", "
 def is_helpdesk_sentence(sentence: str) -> bool:
     flat = _SOFT_LEAD.sub("", _normal(sentence).lstrip("\"'(["))
     return flat.startswith(_HELPDESK_STARTS)
+
+
+def _offers_help_if(sentence: str) -> bool:
+    """ "If you want to talk about anything else, feel free to ask!" """
+    return words(sentence)[:1] in (["if"], ["如"]) and bool(_HELPDESK_IN.search(_normal(sentence)))
+
+
+# A first sentence that only answers thanks ("You're welcome!", "No problem!"), judged with
+# the next, where a help-desk line often follows: "You're welcome! If you ever need
+# anything, just let me know." was shown as "You're welcome!" alone, its help-desk sentence
+# left out, to "thanks for keeping me company tonight, it helped more than you know" (the
+# long session, seed 1).
+_FORMULA = re.compile(
+    r"^(?:oh,? )?(?:you(?:'re| are) (?:very |so |most )?welcome|no problem|no worries|"
+    r"any ?time|my pleasure)[\s!.,~]*$"
+)
+
+
+def _formula_first(said: Sequence[str]) -> bool:
+    return len(said) >= 2 and bool(_FORMULA.match(_normal(said[0])))
 
 
 def _may_become_helpdesk(fragment: str) -> bool:
@@ -1088,6 +1125,8 @@ class ReplyGuard:
             for message in self._message:
                 if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
                     return self._reject("echo", text)
+                if final and _only_copies(tokens, message) and _asks(text):
+                    return self._reject("echo", text)
             if final and len(tokens) >= MIN_COMPARED and tokens in self._earlier:
                 return self._reject("repeat", text)
             if _MESSAGE_TALK.search(text):  # "她的上一条消息是: …", released before its end
@@ -1174,12 +1213,15 @@ class ReplyGuard:
             return self._reject("bare", text)
         if (
             any(is_helpdesk_sentence(sentence) for sentence in said)
+            or (_formula_first(said) and _offers_help_if(said[1]))
             or _AS_AN_AI.search(flat)
             or _HERE_TO_HELP.search(flat)
         ):
             return self._reject("helpdesk", text)
         for message in self._message:
             if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
+                return self._reject("echo", text)
+            if final and _only_copies(tokens, message) and _asks(text):
                 return self._reject("echo", text)
         complete = said if final else said[:-1]
         if any(self._speaks_as_user(sentence) for sentence in complete):
@@ -1210,7 +1252,13 @@ class ReplyGuard:
         speaker = bool(tokens) and tokens[0] == "1" and len(self._said) >= MIN_COMPARED
         # So may a poem's first line go on past the usual hold (verse mode: to its end).
         # So may the answer to a question a note answers, until it names a value.
-        longer = _APOLOGY.search(flat) or speaker or self._verse_mode or bool(self._recall)
+        longer = (
+            _APOLOGY.search(flat)
+            or speaker
+            or self._verse_mode
+            or bool(self._recall)
+            or (len(said) == 2 and _formula_first(said))
+        )
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
         sorry_but = _sorry_but(flat, said)
         if sorry_but:
@@ -1227,6 +1275,7 @@ class ReplyGuard:
             or (self._verse_mode and len(said) == 1)
             or (self._no_verse_asked and bool(_MAY_ANNOUNCE.search(_normal(said[-1]))))
             or (self._asks_identity and len(said) == 1)
+            or (len(said) == 2 and _formula_first(said))
             or (bool(self._recall) and self._recalled(text, final) is None)
             or self._risky_lead(said)
             or (bool(self._health) and tokens[0] in _GO_AHEAD_FIRST)
@@ -1468,10 +1517,7 @@ class ReplyGuard:
             return True  # said before with a new ending
         if self._recites_hint(said):
             return True
-        # "If you want to talk about anything else, feel free to ask!"
-        return words(sentence)[:1] in (["if"], ["如"]) and bool(
-            _HELPDESK_IN.search(_normal(sentence))
-        )
+        return _offers_help_if(sentence)
 
     def _recites_instructions(self, sentence: str) -> bool:
         said = words(sentence)

@@ -1790,3 +1790,59 @@ def test_a_later_sentence_that_says_the_message_back_is_left_out(last: bool, siz
     # A sentence of its own that starts with the message's words is shown.
     reply = "嗯，听起来你已经很累。这个月一定要给自己留一天休息。"
     assert run(ReplyGuard(message, check_opening=not last), reply, size) == (reply, None)
+
+
+def test_a_formula_first_sentence_is_judged_with_the_next() -> None:
+    # The long session, seed 1: "You're welcome!" was shown alone, its help-desk sentence
+    # left out, to a user who said the evening helped.
+    message = "thanks for keeping me company tonight, it helped more than you know"
+    _, rejected = run(
+        ReplyGuard(message), "You're welcome! If you ever need anything, just let me know.", size=3
+    )
+    assert rejected is not None and rejected.reason == "helpdesk"
+    # A sentence of its own after the formula is shown with it.
+    kept = "You're welcome! It was my pleasure to keep you company tonight."
+    shown, rejected = run(ReplyGuard(message), kept, size=3)
+    assert rejected is None and shown == kept
+    # ... and once that sentence is whole, a help-desk line after it is left out as before.
+    shown, rejected = run(
+        ReplyGuard(message),
+        "You're welcome! I'm glad I could help. If you need anything else, let me know.",
+        size=3,
+    )
+    assert rejected is None and shown == "You're welcome! I'm glad I could help. "
+
+
+def test_a_reply_that_is_only_the_users_question_is_an_echo() -> None:
+    # The long session, seed 1: shown as the whole reply, after an "As an AI" attempt.
+    message = "random question, what's your favourite time of night?"
+    _, rejected = run(ReplyGuard(message), "What's your favourite time of night?", size=3)
+    assert rejected is not None and rejected.reason == "echo"
+    # The last attempt too (the turn then asks them to go on).
+    last = ReplyGuard(message, check_opening=False)
+    _, rejected = run(last, "What's your favourite time of night?")
+    assert rejected is not None and rejected.reason == "echo"
+    # Asked back after an answer of its own, it is a conversation.
+    kept = "What's your favourite time of night? Mine is just after midnight, when it's quiet."
+    shown, rejected = run(ReplyGuard(message), kept, size=3)
+    assert rejected is None and shown == kept
+
+
+def test_the_danger_line_after_other_advice_leads_is_left_out() -> None:
+    # The messages part: both streamed as they came, after a first sentence of their own.
+    shown, rejected = run(
+        ReplyGuard("I had a rough day, my boss yelled at me"),
+        "I'm sorry to hear that. Sometimes, it can be helpful to talk about what happened with "
+        "someone you trust. Do you want to tell me what he said?",
+        size=3,
+    )
+    assert rejected is None
+    assert shown == "I'm sorry to hear that. Do you want to tell me what he said?"
+    shown, rejected = run(
+        ReplyGuard("landlord still hasnt fixed the boiler... three weeks of cold showers"),
+        "Three weeks is far too long. Put it in writing to them today. If they still do "
+        "nothing, call emergency services or a crisis line.",
+        size=3,
+    )
+    assert rejected is None
+    assert shown == "Three weeks is far too long. Put it in writing to them today. "
