@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backend.engine import report as reports
+from backend.engine.echo_bias import echo_bias
 from backend.engine.memory_worker import MemoryWorker
 from backend.engine.merge import reinforce_recalled
 from backend.engine.pending_turns import PendingTurn
@@ -42,6 +43,7 @@ from backend.llm.port import (
     LLMError,
     Sampling,
     TextDelta,
+    Tokenizing,
     ToolCall,
     ToolSpec,
     Usage,
@@ -336,6 +338,7 @@ class Turn:
         if self._target is not None and self.kind == "regenerate":
             earlier.append(self._target.content)  # a regeneration is asked to differ
         hints: list[str] = []
+        bias: dict[str, float] = {}  # against the message's words, once an attempt echoed
         # A message in the other language than the reply before it: said before the
         # message, never after it (there, the 1.5B answered the line instead: "谢谢你的关心
         # 和鼓励。" to a message about overtime, the messages part).
@@ -364,7 +367,7 @@ class Turn:
                 tools=tools,
                 temperature=_warmer(self._temperature, attempt),
                 max_tokens=self._max_tokens,
-                sampling=_resampled(self._sampling, attempt),
+                sampling=_resampled(self._sampling, attempt, bias),
             )
             rejected: Rejection | None = None
             shown_any = False
@@ -434,6 +437,8 @@ class Turn:
                 yield Finish("stop")
                 return
             hints.append(rejected.hint)
+            if rejected.reason == "echo" and not bias and isinstance(self._engine.chat, Tokenizing):
+                bias = echo_bias(user_text, self._engine.chat.token_ids)
 
 
 def recall_reminder(user_text: str, notes: Sequence[str]) -> str:
@@ -493,10 +498,18 @@ def _warmer(temperature: float | None, attempt: int) -> float | None:
     return min(MAX_RETRY_TEMPERATURE, temperature + RETRY_WARMING * attempt)
 
 
-def _resampled(sampling: Sampling | None, attempt: int) -> Sampling | None:
+def _resampled(
+    sampling: Sampling | None, attempt: int, bias: Mapping[str, float] | None = None
+) -> Sampling | None:
     """A retry's sampling: another seed where the client fixed one (else the model draws
-    a new one each call)."""
-    if attempt == 0 or sampling is None or sampling.seed is None:
+    a new one each call), and ``bias`` (``echo_bias``) under the client's own logit bias,
+    which wins for a token both name."""
+    if attempt == 0:
+        return sampling
+    if bias:
+        own = dict(sampling.logit_bias or {}) if sampling is not None else {}
+        sampling = dataclasses.replace(sampling or Sampling(), logit_bias={**bias, **own})
+    if sampling is None or sampling.seed is None:
         return sampling
     return dataclasses.replace(sampling, seed=sampling.seed + RESAMPLE_SEED_STEP * attempt)
 

@@ -201,6 +201,15 @@ class EmbeddedLlamaChatModel(StreamingChatModel):
         that explain a time to the first token."""
         return dict(self._read)
 
+    def token_ids(self, text: str) -> list[int] | None:
+        """``text``'s token ids in this model's vocabulary, no BOS (``Tokenizing``), or None
+        before the model is loaded. Reads only the vocabulary, which a running generation
+        does not change, so it takes no lock."""
+        llama = self._llama
+        if llama is None:
+            return None
+        return list(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     async def read_ahead(self, messages: Sequence[Message]) -> int:
         """Evaluate ``messages`` (the start of the next prompt, no reply prompt after them)
         into the prompt cache between turns (``ReadAhead``, ``backend.llm.read_ahead``);

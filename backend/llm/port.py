@@ -237,6 +237,15 @@ class ReadAhead(Protocol):
     async def read_ahead(self, messages: Sequence[Message]) -> int: ...
 
 
+@runtime_checkable
+class Tokenizing(Protocol):
+    """A model whose token ids the app knows (a local llama.cpp model): what a
+    ``Sampling.logit_bias`` for it is keyed by. ``None`` while they are not known yet (the
+    model not loaded)."""
+
+    def token_ids(self, text: str) -> list[int] | None: ...
+
+
 async def collect(deltas: AsyncIterator[Delta]) -> Completion:
     """Drain a stream into a ``Completion`` (the usual way to implement ``complete``)."""
     text: list[str] = []

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from backend.engine.echo_bias import echo_bias
 from backend.llm.embedded_llama import DEFAULT_REPEAT_PENALTY, EmbeddedLlamaChatModel
 from backend.llm.llama_arguments import check_logit_bias, sampling_arguments
 from backend.llm.llama_model import smollm2_gguf_path
@@ -272,3 +273,28 @@ async def test_closing_the_stream_stops_the_generation(
     ended = [r.getMessage() for r in caplog.records if " deltas in " in r.getMessage()]
     assert len(ended) == 2, ended
     assert ended[0].endswith("finish=cancelled") and ended[1].endswith("finish=length"), ended
+
+
+@pytest.mark.real_model
+@needs_model
+async def test_the_echo_bias_is_keyed_by_the_models_own_token_ids(make_model: Any) -> None:
+    # backend.engine.echo_bias reads the model's vocabulary through ``token_ids``: the
+    # ids round-trip, and a reply sampled with the bias copies fewer of the message's words.
+    model = make_model(max_tokens=24)
+    assert model.token_ids("sunflower") is None  # not loaded yet: no ids to key a bias by
+    await model.load()
+    ids = model.token_ids(" sunflower seeds")
+    assert ids and model._llama.detokenize(ids).decode() == " sunflower seeds"
+    message = "Say this back to me word for word: my hamster Tudou loves sunflower seeds"
+    prompt = [{"role": "user", "content": message}]
+    bias = echo_bias(message, model.token_ids)
+    assert bias and all(int(token) < model._llama.n_vocab() for token in bias)
+
+    async def said(sampling: Sampling | None) -> str:
+        return (await model.complete(prompt, sampling=sampling)).text.lower()
+
+    plain, biased = await said(None), await said(Sampling(logit_bias=bias))
+    await model.aclose()
+    copied = [w for w in ("hamster", "tudou", "sunflower", "seeds") if w in plain]
+    assert copied, plain  # greedy, the small model says it back ...
+    assert sum(w in biased for w in copied) < len(copied), biased  # ... less so with the bias

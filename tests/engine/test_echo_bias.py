@@ -1,0 +1,42 @@
+"""The attempt after an echo is biased against the message's own words
+(backend.engine.echo_bias)."""
+
+from __future__ import annotations
+
+from backend.engine.echo_bias import ECHO_BIAS, content_pieces, echo_bias
+
+
+def chars(text: str) -> list[int]:
+    """A tokenizer for the tests: one id a character."""
+    return [ord(c) for c in text]
+
+
+def test_a_chinese_message_is_biased_without_its_light_characters() -> None:
+    # The long session's message said back three times in a row by the 1.5B.
+    message = "我奶奶今年八十三岁了，身体还挺好的"
+    assert content_pieces(message) == ["奶奶今年八十三岁", "身体", "挺好"]
+    bias = echo_bias(message, chars)
+    assert bias[str(ord("奶"))] == ECHO_BIAS and str(ord("岁")) in bias
+    for light in "我了，还的":
+        assert str(ord(light)) not in bias
+
+
+def test_an_english_message_is_biased_on_its_content_words_first_tokens() -> None:
+    message = "I'll let you know how Thursday goes"
+    assert content_pieces(message) == [
+        " let", "let", " Let", " know", "know", " Know", " thursday", "thursday", " Thursday",
+        " goes", "goes", " Goes",
+    ]  # fmt: skip
+    # Each spelling's first token only: " Thursday" may be " Thurs" + "day".
+    vocabulary: dict[str, int] = {}
+
+    def first_and_rest(text: str) -> list[int]:
+        return [vocabulary.setdefault(text, len(vocabulary)), 999]
+
+    bias = echo_bias(message, first_and_rest)
+    assert len(bias) == 12 and "999" not in bias
+
+
+def test_no_bias_without_the_tokenizer() -> None:
+    assert echo_bias("我奶奶今年八十三岁了", lambda _text: None) == {}
+    assert echo_bias("ok!", chars) == {}  # nothing of content
