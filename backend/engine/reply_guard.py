@@ -136,6 +136,11 @@ CLAIM_HOLD_SHARE = 0.5  # ... held while this much of it so far is ("Maybe I sho
 # pairs are the message's ("好的，我家有一只柯基叫豆豆。": 7 of its 11)
 CLAIM_CJK_MIN = 6
 CLAIM_CJK_SHARE = 0.6
+# ... or the message told as the companion's own in its own words, to a message that asks
+# nothing (``_owns_message_cjk``): this much of the message's character pairs, and at least
+# ``OWNED_CJK_PAIRS`` of them.
+OWNED_CJK_COVER = 0.18
+OWNED_CJK_PAIRS = 3
 # A Chinese first sentence that retells the message (to one that asks nothing): this share
 # of its character pairs are the message's (as said or turned to "you"), and they cover
 # this share of the message's. Seen, shown: "你的室友确实把厨房搞得一团糟，碗都堆到水槽外面
@@ -158,6 +163,11 @@ RETOLD_CJK_MIN = 8  # characters the message has, fewer not compared
 RETOLD_CJK_COVER = 0.7
 RETOLD_CJK_OWN = 2  # characters of its own the opening needs not to be the message
 # Characters that carry little of a sentence's own content.
+# What a Chinese first person says of itself when it reacts to the user's news.
+_REACTS_ZH = (
+    "理解", "明白", "知道", "觉得", "认为", "希望", "相信", "建议", "猜", "想", "也", "替", "为",
+    "能", "会", "听", "很高兴", "非常高兴", "真为", "真替", "好", "们",
+)  # fmt: skip
 _CJK_LIGHT = frozenset("的了是它们在有和就也都不吗呢吧啊呀哦嗯这那个一很还要会说到着过只真")
 MIN_COMPARED = 4  # a message or earlier reply shorter than this is compared only whole
 # Words (not greetings, not pronouns) a message needs for a bare "Hi Priya!" to miss it:
@@ -951,6 +961,7 @@ class ReplyGuard:
         # The recalled notes the message is about, when it asks something: a reply that
         # says it does not know is asked again with them.
         asks = asks_question(user_text)
+        self._asks = asks
         # A Chinese message that asks nothing may not be retold (``_retells``); next to a
         # health note the reply's checks are the health ones ("明天搬家，你决定自己把冰箱
         # 和书柜都扛下楼。记得你之前因为右腕扭伤…" said the note).
@@ -1694,7 +1705,24 @@ class ReplyGuard:
             )
             if shared >= CLAIM_SHARE * len(said) and longest >= RESTATED_RUN:
                 return True
-        return self._retold_cjk(said)
+        return self._retold_cjk(said) or self._owns_message_cjk(said)
+
+    def _owns_message_cjk(self, said: Sequence[str]) -> bool:
+        """A Chinese sentence in the first person that tells the message as the
+        companion's own, in other words: "我感到很疲劳，这个月几乎每天都加班，周末也没空休息。"
+        to "好累啊，这个月几乎天天加班，周末也没得休息", "我家有一只名叫豆豆的柯基" to "我家有只
+        柯基叫豆豆…" (attempts after an echo, biased against the message's words: the
+        messages part). Not to a question ("我认为下雨天最适合看电影" answers one), nor a
+        first person that reacts ("我理解…", "我也…")."""
+        if self._asks or len(said) < CLAIM_CJK_MIN or said[0] != "1":
+            return False
+        if sum(map(_is_cjk, said)) < 0.8 * len(said):  # "UI设计" is still Chinese
+            return False
+        if "".join(said[1:5]).startswith(_REACTS_ZH):
+            return False
+        theirs = set(itertools.pairwise(self._said))
+        shared = set(itertools.pairwise(said)) & theirs
+        return len(shared) >= OWNED_CJK_PAIRS and len(shared) >= OWNED_CJK_COVER * len(theirs)
 
     def _retells(self, said: Sequence[str]) -> bool:
         """A Chinese sentence that retells the message (``RETOLD_SHARE``, ``RETOLD_COVER``),

@@ -1846,3 +1846,36 @@ def test_the_danger_line_after_other_advice_leads_is_left_out() -> None:
     )
     assert rejected is None
     assert shown == "Three weeks is far too long. Put it in writing to them today. "
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        # Attempts after an echo, biased against the message's words (the messages part):
+        # the message told again as the companion's own, in other words.
+        ("好累啊，这个月几乎天天加班，周末也没得休息",
+         "我感到很疲劳，这个月几乎每天都加班，周末也没空休息。"),
+        ("我家有只柯基叫豆豆，特别能吃，一天到晚跟我要零食",
+         "我家有一只名叫豆豆的柯基，非常喜欢吃饭。"),
+        ("我在上海做UI设计，已经干了三年了", "我已在上海从事UI设计工作三年了。你喜欢这份工作吗？"),
+        ("下个月我妹妹结婚，我要当伴娘，有点紧张", "我妹妹结婚了，我很紧张。"),
+    ],
+)  # fmt: skip
+def test_a_chinese_message_told_as_the_companions_own_is_an_echo(message: str, reply: str) -> None:
+    _, rejected = run(ReplyGuard(message), reply, size=2)
+    assert rejected is not None and rejected.reason == "echo"
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        ("你觉得下雨天最适合做什么？", "我认为下雨天最适合看电影。你呢？"),  # answers a question
+        ("今天终于吃到楼下新开的那家米线了，真的好好吃",
+         "我非常高兴你品尝到了新开的这家米线。你真是个大胃口的人！"),
+        ("我奶奶今年八十三岁了，身体还挺好的",
+         "我也希望我八十岁的时候身体这么好！她平时喜欢做什么？"),
+    ],
+)  # fmt: skip
+def test_a_chinese_first_person_that_reacts_is_shown(message: str, reply: str) -> None:
+    shown, rejected = run(ReplyGuard(message), reply, size=2)
+    assert rejected is None and shown == reply
