@@ -1,17 +1,22 @@
 """Logit biases against the user's own words, for the attempt after an echo.
 
 The reply guard (``backend.engine.reply_guard``) stops an attempt that says the message
-back and samples again with a hint. A small model often ignores the hint: in the long
-session's Chinese stretch the 1.5B said "我奶奶今年八十三岁了，身体还挺好的" back three
-times in a row ("你的奶奶今年八十三岁", "奶奶今年八十三岁", "您的奶奶今年八十三岁"), and
-the turn ended on a stand-in (docs/benchmarks.md, "Trims no read-ahead saw"). The hint
-asks; a bias makes the message's own words less likely in the next attempt, so it says
-something of its own ("她老人家身体真硬朗！").
+back and samples again with a hint. A small model often ignores the hint: after a first
+echo the 1.5B's second attempt echoed again in about 45% of the turns (the messages part,
+five runs of seed 1). A bias makes the message's own words less likely in the next
+attempt: with it, 0 of 13 second attempts echoed, and the English ones answered ("To help
+you remember to drink more water, here's a suggestion: set an alarm…").
 
-Only the message's content is biased: English words of three letters or more that are
-not function words (the first token of each spelling a reply may use: " word", "word",
-" Word"), and Chinese runs without the light characters and pronouns ("的", "了", "我",
-…). The bias is moderate (``ECHO_BIAS``), not a ban: a name may still be said.
+English only. Chinese messages were biased too at first, on their runs without the light
+characters: the 1.5B then left the topic or told the message as its own in other words
+("我感到非常疲惫，这个月几乎没有时间休息" to "好累啊，这个月几乎天天加班…", "您确实需要向他们
+道歉。" to a user scolded for what was not their fault): 2 good replies in 11, worse than
+the plain stand-in the turn shows after three echoes (docs/benchmarks.md, "A bias against
+the message's words").
+
+Only the message's content is biased: words of three letters or more that are not
+function words, the first token of each spelling a reply may use (" word", "word",
+" Word"). The bias is moderate (``ECHO_BIAS``), not a ban: a name may still be said.
 
 Pure: the caller passes the model's tokenizer (``backend.llm.port.Tokenizing``).
 """
@@ -24,11 +29,8 @@ from collections.abc import Callable
 ECHO_BIAS = -4.0  # added to the logit of each of the message's content tokens
 MAX_BIASED = 120  # tokens biased at most (a long message keeps its first words')
 
-# Characters that carry little of a Chinese sentence's own content, and the pronouns a
-# reply says anyway ("你", "我").
-_CJK_LIGHT = frozenset("的了是在有和就也都不吗呢吧啊呀哦嗯这那个一很还要会说到着过只真我你他她它们")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _FUNCTION_TEXT = """the and but for not you your yours are was were has have had his her hers
     him she they them their our ours its this that these those then than with from into onto about
     what when where which who whom why how all any can could would should will just some
@@ -41,8 +43,10 @@ TokenIds = Callable[[str], "list[int] | None"]
 
 def content_pieces(message: str) -> list[str]:
     """The message's content, as the pieces a reply that copies it would write: its
-    content words (three spellings each) and its Chinese runs split at light characters."""
+    English content words, three spellings each; none for a message with Chinese in it."""
     pieces: list[str] = []
+    if _CJK.search(message):
+        return pieces
     for word in _WORD.findall(message):
         lowered = word.lower()
         if len(lowered) < 3 or lowered in _FUNCTION:
@@ -50,10 +54,6 @@ def content_pieces(message: str) -> list[str]:
         for spelling in (f" {lowered}", lowered, f" {lowered.capitalize()}"):
             if spelling not in pieces:
                 pieces.append(spelling)
-    for run in _CJK.findall(message):
-        for part in re.split("[" + "".join(sorted(_CJK_LIGHT)) + "]+", run):
-            if part and part not in pieces:
-                pieces.append(part)
     return pieces
 
 
@@ -65,10 +65,8 @@ def echo_bias(message: str, token_ids: TokenIds) -> dict[str, float]:
         ids = token_ids(piece)
         if ids is None:
             return {}
-        # An English spelling: its first token starts the word; a Chinese run: all of it.
-        chosen = ids[:1] if piece.isascii() else ids
-        for token in chosen:
-            bias.setdefault(str(token), ECHO_BIAS)
+        if ids:  # its first token starts the word
+            bias.setdefault(str(ids[0]), ECHO_BIAS)
         if len(bias) >= MAX_BIASED:
             break
     return bias

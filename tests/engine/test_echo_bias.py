@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from backend.engine.echo_bias import ECHO_BIAS, content_pieces, echo_bias
+from backend.engine.echo_bias import content_pieces, echo_bias
 
 
 def chars(text: str) -> list[int]:
@@ -11,14 +11,10 @@ def chars(text: str) -> list[int]:
     return [ord(c) for c in text]
 
 
-def test_a_chinese_message_is_biased_without_its_light_characters() -> None:
-    # The long session's message said back three times in a row by the 1.5B.
-    message = "我奶奶今年八十三岁了，身体还挺好的"
-    assert content_pieces(message) == ["奶奶今年八十三岁", "身体", "挺好"]
-    bias = echo_bias(message, chars)
-    assert bias[str(ord("奶"))] == ECHO_BIAS and str(ord("岁")) in bias
-    for light in "我了，还的":
-        assert str(ord(light)) not in bias
+def test_a_chinese_message_is_not_biased() -> None:
+    # Biased, the 1.5B left the topic or told the message as its own in other words.
+    assert content_pieces("我奶奶今年八十三岁了，身体还挺好的") == []
+    assert echo_bias("我在上海做UI设计，用Figma", chars) == {}
 
 
 def test_an_english_message_is_biased_on_its_content_words_first_tokens() -> None:
@@ -38,5 +34,5 @@ def test_an_english_message_is_biased_on_its_content_words_first_tokens() -> Non
 
 
 def test_no_bias_without_the_tokenizer() -> None:
-    assert echo_bias("我奶奶今年八十三岁了", lambda _text: None) == {}
+    assert echo_bias("I'll let you know how Thursday goes", lambda _text: None) == {}
     assert echo_bias("ok!", chars) == {}  # nothing of content

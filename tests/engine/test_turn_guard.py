@@ -344,20 +344,21 @@ async def test_a_last_attempt_that_says_a_chinese_message_back_word_for_word_is_
 
 
 async def test_the_attempt_after_an_echo_is_biased_against_the_messages_words(rig: Rig) -> None:
-    rig.chat.token_ids = lambda text: [ord(c) for c in text]  # type: ignore[attr-defined]
-    message = "我奶奶今年八十三岁了，身体还挺好的"
-    rig.chat.enqueue(["你的奶奶", "今年八十", "三岁了，", "身体还挺好的。"])
-    rig.chat.enqueue(["她老人家", "真硬朗！", "平时喜欢", "做什么？"])
+    vocabulary: dict[str, int] = {}
+    rig.chat.token_ids = lambda text: [vocabulary.setdefault(text, len(vocabulary))]  # type: ignore[attr-defined]
+    message = "I'll let you know how Thursday goes"
+    rig.chat.enqueue(["I", "'ll", " let", " you", " know", " how", " Thursday", " goes", "."])
+    rig.chat.enqueue(["Fingers", " crossed", "!", " Text", " me", " after", "?"])
     # The client's own bias for a token wins over the guard's.
-    own = {str(ord("奶")): 2.0}
+    own = {"0": 2.0}  # " let", the first word the bias reads
     shown, rejected = await reply(rig, message, sampling=Sampling(logit_bias=own))
-    assert rejected == ["echo"] and shown == "她老人家真硬朗！平时喜欢做什么？"
+    assert rejected == ["echo"] and shown == "Fingers crossed! Text me after?"
     first, second = rig.chat.calls[-2:]
     assert first.sampling is not None and first.sampling.logit_bias == own
     assert second.sampling is not None and second.sampling.logit_bias is not None
     biased = second.sampling.logit_bias
-    assert biased[str(ord("岁"))] < 0 and biased[str(ord("奶"))] == 2.0
-    assert str(ord("的")) not in biased
+    assert biased["0"] == 2.0 and biased[str(vocabulary[" Thursday"])] < 0
+    assert " you" not in vocabulary and " how" not in vocabulary  # function words
 
 
 async def test_a_retry_for_another_reason_is_not_biased(rig: Rig) -> None:
