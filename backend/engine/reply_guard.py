@@ -899,7 +899,8 @@ def is_helpdesk_sentence(sentence: str) -> bool:
 
 
 def _offers_help_if(sentence: str) -> bool:
-    """ "If you want to talk about anything else, feel free to ask!" """
+    """A help-desk offer behind an "if": "If you want to talk about anything else, feel
+    free to ask!"."""
     return words(sentence)[:1] in (["if"], ["如"]) and bool(_HELPDESK_IN.search(_normal(sentence)))
 
 
@@ -1222,6 +1223,8 @@ class ReplyGuard:
             return self._reject("verse", text)
         if final and self._bare(tokens) and _SALUTATION.intersection(tokens):
             return self._reject("bare", text)
+        if (formula := self._formula_then_left_out(said, final)) is not None:
+            return self._reject(formula, text)
         if (
             any(is_helpdesk_sentence(sentence) for sentence in said)
             or (_formula_first(said) and _offers_help_if(said[1]))
@@ -1706,6 +1709,24 @@ class ReplyGuard:
             if shared >= CLAIM_SHARE * len(said) and longest >= RESTATED_RUN:
                 return True
         return self._retold_cjk(said) or self._owns_message_cjk(said)
+
+    def _formula_then_left_out(self, said: Sequence[str], final: bool) -> Reason | None:
+        """The reason to ask again when a thanks formula is followed by a whole sentence the
+        guard would leave out: the formula alone is no reply ("You're welcome!" to "thanks
+        for keeping me company tonight, it helped more than you know": the long session,
+        seed 1, twice). The sentence's checks leave nothing behind that matters: the
+        attempt ends here, or the sentence is read again as the reply goes on."""
+        if not _formula_first(said) or not (len(said) >= 3 or final):
+            return None
+        echoed = len(self._echoed)
+        if not self._left_out(said[1]):
+            return None
+        second = _normal(said[1])
+        if len(self._echoed) > echoed:
+            return "echo"
+        return (
+            "helpdesk" if is_helpdesk_sentence(said[1]) or _HELPDESK_IN.search(second) else "repeat"
+        )
 
     def _owns_message_cjk(self, said: Sequence[str]) -> bool:
         """A Chinese sentence in the first person that tells the message as the

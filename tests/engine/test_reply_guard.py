@@ -1879,3 +1879,18 @@ def test_a_chinese_message_told_as_the_companions_own_is_an_echo(message: str, r
 def test_a_chinese_first_person_that_reacts_is_shown(message: str, reply: str) -> None:
     shown, rejected = run(ReplyGuard(message), reply, size=2)
     assert rejected is None and shown == reply
+
+
+def test_a_thanks_formula_before_a_sentence_left_out_is_asked_again() -> None:
+    # The long session, seed 1 (twice): "You're welcome!" alone, the rest left out.
+    message = "thanks for keeping me company tonight, it helped more than you know"
+    earlier = ["I'm glad I could help. Sleep well tonight!"]
+    _, rejected = run(
+        ReplyGuard(message, session_replies=earlier),
+        "You're welcome! I'm glad I could help. Sleep well tonight!",
+        size=3,
+    )
+    assert rejected is not None and rejected.reason == "repeat"
+    kept = "You're welcome! It was lovely talking. Sleep tight!"
+    shown, rejected = run(ReplyGuard(message, session_replies=earlier), kept, size=3)
+    assert rejected is None and shown == kept
