@@ -626,7 +626,11 @@ _CRISIS_ADVICE = re.compile(
 )
 # The language lead ("Their next message is in Chinese…") said back in Chinese, as the
 # 1.5B did in the long session: "他们的下一条消息是中文的。", "你的上一条消息是: …".
-_MESSAGE_TALK = re.compile(r"[上下前后]一?条消息|最新的?消息是")
+# ... and the echo hint said back in Chinese: "请不要重复他们的内容。根据他们的话，我回答：
+# 你奶奶今年八十三岁了…" (a last attempt, the long session, seed 2).
+_MESSAGE_TALK = re.compile(
+    r"[上下前后]一?条消息|最新的?消息是|不要重复他们|重复他们的|根据他们的话|我(?:的)?回答[是:：]"
+)
 _MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?条?消?$|条消息")  # held to the sentence's end
 # ... held to its end where it may come: after a general-advice lead ("Maybe you could talk
 # to someone you trust about it.", to a day of emails: the long session, seed 4).
@@ -1183,6 +1187,12 @@ class ReplyGuard:
             # go on instead. Held while an apology may still become one.
             if _REFUSAL.search(flat) and not (flat.endswith("help") and not final):
                 return self._reject("refusal", text)
+            # ... nor "I'm sorry, but as an AI companion, I do not have personal experiences…"
+            # to "ok good, that one's staying in", held 40 tokens for its "but" and shown
+            # whole at 4.7 s (a third attempt, the long session, seed 5): they are asked to
+            # go on instead.
+            if not self._asks_identity and _AS_AN_AI.search(flat):
+                return self._reject("helpdesk", text)
             apology = _APOLOGY.search(flat) and not _SYMPATHY.search(flat)
             greeting = all(w in _GREETING or w in self._names for w in tokens)
             may_refuse = (apology and len(said) == 1) or greeting or self._risky_lead(said)

@@ -215,8 +215,9 @@ def test_no_ability_to_do_what_was_asked_is_a_refusal_on_the_last_attempt_too() 
     message = "got any dad jokes? I need a laugh tonight"
     shown, rejected = run(ReplyGuard(message), reply)  # "as an AI" stops it first
     assert shown == "" and rejected is not None and rejected.reason == "helpdesk"
+    # ... on the last attempt too, now (before, it was held to "the ability to": refusal).
     shown, rejected = run(ReplyGuard(message, check_opening=False), reply)
-    assert shown == "" and rejected is not None and rejected.reason == "refusal"
+    assert shown == "" and rejected is not None and rejected.reason == "helpdesk"
 
 
 def test_a_later_sentence_that_says_the_message_as_the_companions_is_left_out() -> None:
@@ -1894,3 +1895,32 @@ def test_a_thanks_formula_before_a_sentence_left_out_is_asked_again() -> None:
     kept = "You're welcome! It was lovely talking. Sleep tight!"
     shown, rejected = run(ReplyGuard(message, session_replies=earlier), kept, size=3)
     assert rejected is None and shown == kept
+
+
+def test_the_echo_hint_said_back_in_chinese_is_a_recital() -> None:
+    # The long session, seed 2: a last attempt, shown before.
+    guard = ReplyGuard("她每天早上都去公园跳广场舞，比我还忙哈哈", check_opening=False)
+    _, rejected = run(
+        guard, "请不要重复他们的内容。根据他们的话，我回答：你奶奶今年八十三岁了，身体挺好的。"
+    )
+    assert rejected is not None and rejected.reason == "recital"
+    # "他们的话" about other people is no hint: "别太在意他们的话".
+    kept = "别太在意他们的话，你已经做得很好了。"
+    shown, rejected = run(ReplyGuard("同事说我做事太慢，我有点难受"), kept)
+    assert rejected is None and shown == kept
+
+
+def test_a_last_attempt_that_says_as_an_ai_is_not_shown() -> None:
+    # The long session, seed 5: the third attempt, held for its "but" and shown at 4.7 s.
+    last = ReplyGuard("ok good, that one's staying in", check_opening=False)
+    shown, rejected = run(
+        last,
+        "I'm sorry, but as an AI companion, I do not have personal experiences or emotions "
+        "like humans do. I am always here to help.",
+        size=3,
+    )
+    assert shown == "" and rejected is not None and rejected.reason == "helpdesk"
+    # Asked what it is, it may say so.
+    asked = ReplyGuard("are you a real person or an AI?", check_opening=False)
+    shown, rejected = run(asked, "I'm an AI companion, not a person, but I'm glad you're here.")
+    assert rejected is None and shown.startswith("I'm an AI companion")
