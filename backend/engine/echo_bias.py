@@ -11,8 +11,8 @@ English only. Chinese messages were biased too at first, on their runs without t
 characters: the 1.5B then left the topic or told the message as its own in other words
 ("我感到非常疲惫，这个月几乎没有时间休息" to "好累啊，这个月几乎天天加班…", "您确实需要向他们
 道歉。" to a user scolded for what was not their fault): 2 good replies in 11, worse than
-the plain stand-in the turn shows after three echoes (docs/benchmarks.md, "A bias against
-the message's words").
+the plain stand-in the turn shows after three echoes (docs/benchmarks.md, "Retries that
+keep the cores, a bias against the message's words…").
 
 Only the message's content is biased: words of three letters or more that are not
 function words, the first token of each spelling a reply may use (" word", "word",

@@ -9,7 +9,8 @@ the first token grew from turn to turn (docs/benchmarks.md, "Chat latency").
 ``ReplyFirst`` is shared by the two model instances. The chat model marks each
 generation ``foreground()``; the hippocampus calls ``wait_for_foreground()`` before each
 llama.cpp decode step (one batch of its prompt, or one generated token), so it pauses
-within one step of a reply starting and resumes when no reply is running. Each model
+within one step of a reply starting and resumes ``LINGER_S`` after no reply is running
+(a reply sampled again by the guard starts its next attempt within that). Each model
 may then use all the cores. Where the machine has room for both, or a role runs on a
 server, nothing is shared and both run in parallel (``backend.engine.services``).
 
