@@ -26,17 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from backend.memory.keywords import STOP_WORDS_EN
+
 ECHO_BIAS = -4.0  # added to the logit of each of the message's content tokens
 MAX_BIASED = 120  # tokens biased at most (a long message keeps its first words')
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_FUNCTION_TEXT = """the and but for not you your yours are was were has have had his her hers
-    him she they them their our ours its this that these those then than with from into onto about
-    what when where which who whom why how all any can could would should will just some
-    been being did does doing done there here very too also only out over under again
-    i'm i've i'll i'd it's that's don't can't won't didn't isn't wasn't"""
-_FUNCTION = frozenset(_FUNCTION_TEXT.split())
 
 TokenIds = Callable[[str], "list[int] | None"]
 
@@ -49,7 +45,8 @@ def content_pieces(message: str) -> list[str]:
         return pieces
     for word in _WORD.findall(message):
         lowered = word.lower()
-        if len(lowered) < 3 or lowered in _FUNCTION:
+        stem = lowered.split("'")[0]  # "don't" → "don", "I'll" → "i": the stop words' stems
+        if len(stem) < 3 or stem in STOP_WORDS_EN:
             continue
         for spelling in (f" {lowered}", lowered, f" {lowered.capitalize()}"):
             if spelling not in pieces:

@@ -18,10 +18,9 @@ def test_a_chinese_message_is_not_biased() -> None:
 
 
 def test_an_english_message_is_biased_on_its_content_words_first_tokens() -> None:
-    message = "I'll let you know how Thursday goes"
+    message = "I'll tell you how Thursday goes"
     assert content_pieces(message) == [
-        " let", "let", " Let", " know", "know", " Know", " thursday", "thursday", " Thursday",
-        " goes", "goes", " Goes",
+        " tell", "tell", " Tell", " thursday", "thursday", " Thursday", " goes", "goes", " Goes",
     ]  # fmt: skip
     # Each spelling's first token only: " Thursday" may be " Thurs" + "day".
     vocabulary: dict[str, int] = {}
@@ -30,7 +29,7 @@ def test_an_english_message_is_biased_on_its_content_words_first_tokens() -> Non
         return [vocabulary.setdefault(text, len(vocabulary)), 999]
 
     bias = echo_bias(message, first_and_rest)
-    assert len(bias) == 12 and "999" not in bias
+    assert len(bias) == 9 and "999" not in bias
 
 
 def test_no_bias_without_the_tokenizer() -> None:

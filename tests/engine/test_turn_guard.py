@@ -346,11 +346,11 @@ async def test_a_last_attempt_that_says_a_chinese_message_back_word_for_word_is_
 async def test_the_attempt_after_an_echo_is_biased_against_the_messages_words(rig: Rig) -> None:
     vocabulary: dict[str, int] = {}
     rig.chat.token_ids = lambda text: [vocabulary.setdefault(text, len(vocabulary))]  # type: ignore[attr-defined]
-    message = "I'll let you know how Thursday goes"
-    rig.chat.enqueue(["I", "'ll", " let", " you", " know", " how", " Thursday", " goes", "."])
+    message = "I'll tell you how Thursday goes"
+    rig.chat.enqueue(["I", "'ll", " tell", " you", " how", " Thursday", " goes", "."])
     rig.chat.enqueue(["Fingers", " crossed", "!", " Text", " me", " after", "?"])
     # The client's own bias for a token wins over the guard's.
-    own = {"0": 2.0}  # " let", the first word the bias reads
+    own = {"0": 2.0}  # " tell", the first word the bias reads
     shown, rejected = await reply(rig, message, sampling=Sampling(logit_bias=own))
     assert rejected == ["echo"] and shown == "Fingers crossed! Text me after?"
     first, second = rig.chat.calls[-2:]
