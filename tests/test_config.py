@@ -182,6 +182,14 @@ def test_bad_value_names_the_key_and_the_range(tmp_path: Path) -> None:
     assert message == "config.json: chat.temperature: must be between 0 and 2 (got 5)"
 
 
+def test_the_retry_deadline_is_seconds_or_none(tmp_path: Path) -> None:
+    assert load(tmp_path, {}, {}).chat.retry_deadline == 2.5
+    settings = load(tmp_path, {"chat": openai_chat(retry_deadline=None)}, {"OPENAI_API_KEY": "k"})
+    assert settings.chat.retry_deadline is None
+    message = problems(tmp_path, {"chat": {"provider": "embedded", "retry_deadline": 0}})
+    assert message.startswith("config.json: chat.retry_deadline: must be greater than 0")
+
+
 def test_every_problem_is_reported(tmp_path: Path) -> None:
     message = problems(
         tmp_path, {"memory": {"weights": {"recency": 2}, "mode": "fast"}, "server": {"port": -1}}

@@ -34,6 +34,10 @@ from backend.embeddings.factory import LocalModel
 logger = logging.getLogger(__name__)
 
 ROLES = ("chat", "hippocampus", "embedding")
+# A guard retry that has shown nothing this long after the message gives way to the
+# stand-in: two rejected attempts of the 1.5B on two cores take about 2 s, and a third
+# then pushed the first words past 3 s (docs/benchmarks.md, "A deadline for retries").
+RETRY_DEADLINE_S = 2.5
 
 
 class Section(BaseModel):
@@ -86,6 +90,9 @@ class EmbeddedChat(_Embedded):
     # Hold back and resample a reply that opens as a refusal, an echo, a repeat or a
     # help-desk line (backend.engine.reply_guard).
     reply_guard: bool = True
+    # Seconds after the message by which a retry must have shown something; past it, the
+    # app's stand-in is shown instead (docs/configuration.md). None: no deadline.
+    retry_deadline: float | None = Field(RETRY_DEADLINE_S, gt=0, le=600)
 
     _path = field_validator("model_path")(resolve_path)
     _unset = field_validator("max_tokens", "n_threads", mode="before")(zero_is_unset)
@@ -191,6 +198,7 @@ class OpenAIChat(_RemoteText):
     tools: bool = False  # the server supports function calling (memory tools)
     vision: bool = False  # the model reads images (messages may carry image parts)
     reply_guard: bool = True  # as EmbeddedChat.reply_guard
+    retry_deadline: float | None = Field(RETRY_DEADLINE_S, gt=0, le=600)  # as EmbeddedChat's
 
 
 class OpenAIHippocampus(_RemoteText):

@@ -379,6 +379,7 @@ def turn_settings(settings: Settings) -> TurnSettings:
         chat_temperature=chat.temperature,
         # ... and its reply cap, so that a reply cut by it ends at a whole sentence.
         chat_max_tokens=chat.max_tokens,
+        retry_deadline_s=chat.retry_deadline,
     )
 
 

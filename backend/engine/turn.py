@@ -158,6 +158,7 @@ class TurnEngine:
     async def _begin(self, request: TurnRequest) -> Turn:
         """Entering ``turn``: persist the user message, start the hippocampus, wait for
         activation only. Only ``turn`` calls it, so that leaving is never forgotten."""
+        started = self.clock.now()  # the guard's retries have until a deadline after it
         # The query embedding needs only the text: it runs while the session I/O and the
         # locks below do, instead of after them (it is on the TTFT path).
         query_embedding = (
@@ -186,7 +187,9 @@ class TurnEngine:
         try:
             # A reply left pending by a process that died mid-turn is now known dead.
             await asyncio.to_thread(self.sessions.mark_incomplete_pending, session.id)
-            return await self._begin_locked(request, resolved, persona, release, query_embedding)
+            turn = await self._begin_locked(request, resolved, persona, release, query_embedding)
+            turn.started = started
+            return turn
         except BaseException:
             release()
             raise

@@ -21,6 +21,7 @@ import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from backend.engine import report as reports
@@ -122,6 +123,7 @@ class Turn:
     # The session's earlier replies, older ones included (``SESSION_REPLIES``): the guard
     # leaves out a sentence said in any of them, not only in the prompt's.
     session_replies: tuple[str, ...] = ()
+    started: datetime | None = None  # when the request came (``TurnEngine._begin``)
 
     @property
     def namespace(self) -> Namespace:
@@ -329,7 +331,9 @@ class Turn:
         message back or refuses: then the health note is said back instead, to a go-ahead
         or a message that asks leave (``health_reminder``), or the notes that answer the
         question (``recall_reminder``), or, to a refusal or with neither, a plain request
-        to go on (``lost_thread``).
+        to go on (``lost_thread``). A retry that has shown nothing by the deadline
+        (``retry_deadline_s`` after the request) gives way to that same last resort at
+        once, its reason "late".
         Help-desk sentences are left out of every attempt. A continuation, or a guard
         switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
@@ -345,8 +349,13 @@ class Turn:
         lead = language_lead(user_text, earlier) if on else None
         if lead is not None and messages[-1].get("role") == "user":
             messages = [*messages[:-1], {"role": "system", "content": lead}, messages[-1]]
+        deadline = self._retry_deadline() if on else None
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
+            if attempt and self._past(deadline):  # no time left for another attempt
+                yield TextDelta(self._last_resort(user_text, earlier, "late"))
+                yield Finish("stop")
+                return
             guard = (
                 ReplyGuard(
                     user_text,
@@ -370,6 +379,7 @@ class Turn:
                 sampling=_resampled(self._sampling, attempt, bias),
             )
             rejected: Rejection | None = None
+            late = False  # a retry still showing nothing at the deadline
             shown_any = False
             ending: list[Delta] = []  # Usage and Finish, after what the guard still holds
             cap = self._max_tokens
@@ -384,6 +394,9 @@ class Turn:
                             yield delta
                         continue
                     pieces += 1
+                    if attempt and not shown_any and self._past(deadline):
+                        late = True
+                        break
                     if pieces == tail_from:
                         guard.near_cap()
                     shown = guard.feed(delta.text)
@@ -393,7 +406,7 @@ class Turn:
                     if shown:
                         shown_any = shown_any or bool(shown.strip())
                         yield TextDelta(shown)
-                if rejected is None and guard is not None:
+                if rejected is None and guard is not None and not late:
                     cut = any(isinstance(d, Finish) and d.reason == "length" for d in ending)
                     rest = guard.end(cut=cut)
                     if isinstance(rest, Rejection):
@@ -411,6 +424,10 @@ class Turn:
                 close = getattr(stream, "aclose", None)  # stops a generation cut short
                 if close is not None:
                     await close()
+            if late:
+                yield TextDelta(self._last_resort(user_text, earlier, "late"))
+                yield Finish("stop")
+                return
             if rejected is None:
                 for delta in ending:
                     yield delta
@@ -422,23 +439,42 @@ class Turn:
                 self.turn_id, attempt + 1, rejected.reason, rejected.opening[:80],
             )  # fmt: skip
             if last:  # the last attempt is checked for a go-ahead, an echo, "I don't know"
-                # The note the message is about: a health note to a go-ahead or to a
-                # message that asks leave; else the notes that answer a question (not the
-                # lactose note to "what's his name again?", a third echo: the probes).
-                health = rejected.reason == "health" or asks_caution(user_text)
-                if rejected.reason == "forgot":
-                    yield TextDelta(recall_reminder(user_text, self.answer_notes))
-                elif self.health_notes and health and rejected.reason != "refusal":
-                    yield TextDelta(health_reminder(user_text, self.health_notes))
-                elif self.answer_notes and rejected.reason != "refusal":
-                    yield TextDelta(recall_reminder(user_text, self.answer_notes))
-                else:
-                    yield TextDelta(lost_thread(user_text, [*self.session_replies, *earlier]))
+                yield TextDelta(self._last_resort(user_text, earlier, rejected.reason))
                 yield Finish("stop")
                 return
             hints.append(rejected.hint)
             if rejected.reason == "echo" and not bias and isinstance(self._engine.chat, Tokenizing):
                 bias = echo_bias(user_text, self._engine.chat.token_ids)
+
+    def _last_resort(self, user_text: str, earlier: Sequence[str], reason: str) -> str:
+        """What the turn shows when no attempt may be: the note the message is about, a
+        health note to a go-ahead or to a message that asks leave; else the notes that
+        answer a question (not the lactose note to "what's his name again?", a third
+        echo: the probes); to a refusal, or with neither, ``lost_thread``. ``reason``:
+        the last attempt's rejection, or "late" (the deadline; then the reasons of the
+        attempts before it count)."""
+        if reason == "late":
+            self.rejected.append("late")
+            self.rejected_openings.append("")
+            before = self.rejected[:-1]
+            reason = "health" if "health" in before else (before[-1] if before else "late")
+        health = reason == "health" or asks_caution(user_text)
+        if reason == "forgot":
+            return recall_reminder(user_text, self.answer_notes)
+        if self.health_notes and health and reason != "refusal":
+            return health_reminder(user_text, self.health_notes)
+        if self.answer_notes and reason != "refusal":
+            return recall_reminder(user_text, self.answer_notes)
+        return lost_thread(user_text, [*self.session_replies, *earlier])
+
+    def _retry_deadline(self) -> datetime | None:
+        seconds = self._engine.settings.retry_deadline_s
+        if seconds is None or self.started is None:
+            return None
+        return self.started + timedelta(seconds=seconds)
+
+    def _past(self, deadline: datetime | None) -> bool:
+        return deadline is not None and self._engine.clock.now() >= deadline
 
 
 def recall_reminder(user_text: str, notes: Sequence[str]) -> str:

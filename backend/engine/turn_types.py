@@ -13,6 +13,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from backend.clock import Clock
 from backend.engine.conversation_match import ClientMessage, Final
 from backend.engine.memory_health import MemoryHealth
 from backend.llm.port import ChatModel, Sampling
@@ -42,6 +43,9 @@ class TurnSettings:
     compact_subjects: bool = False
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
+    # Seconds from the request by which a guard retry must show something, else the
+    # stand-in is shown (config: chat.retry_deadline); None: none.
+    retry_deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,7 @@ class EngineParts(Protocol):
     hippocampus: ChatModel
     settings: TurnSettings
     memory_health: MemoryHealth
+    clock: Clock
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run ``coro`` as background work the engine owns (``TurnEngine.drain``)."""
