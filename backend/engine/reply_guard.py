@@ -442,6 +442,12 @@ _CONDITION_STEMS = {"aller", "intol", "injur", "disea", "sensi", "avoid", "must"
 # ... but in Chinese, to an English note, the condition is what can be said of it.
 _CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
 # A question: what a note can answer ("what was my cat's name again?").
+_ASKS_MADE = re.compile(
+    r"\b(?:write|tell|make up|compose|come up with|give)\b(?: me)?(?: (?:a|an|one|another|"
+    r"some|something))?(?: [\w'-]+){0,3} (?:story|stories|tale|poem|poetry|verse|haiku|"
+    r"limerick|song|rhyme|joke|jokes|pun|riddle)s?\b"
+    r"|(?:讲|写|编|来|说)(?:个|一个|一首|一段|几句|首|段)"
+)
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b"
     r"|吗|什么|哪(?!怕)|谁|几(?!乎)|多少"  # "几乎天天加班" asks nothing
@@ -470,6 +476,13 @@ def language_lead(user_text: str, earlier_replies: Sequence[str]) -> str | None:
 def asks_caution(user_text: str) -> bool:
     """The message asks leave or what to be careful with (a health note may answer it)."""
     return bool(_ASKS_CAUTION.search(_normal(user_text)))
+
+
+def asks_to_make(user_text: str) -> bool:
+    """The message asks for something made up (a story, a poem, a joke): a question mark
+    on it asks nothing the notes answer ("can you write me a short poem about a cat who
+    thinks she owns the house?"), and a reply may name its subject back."""
+    return bool(_ASKS_MADE.search(_normal(user_text)))
 
 
 def asks_question(user_text: str) -> bool:
@@ -628,10 +641,13 @@ _CRISIS_ADVICE = re.compile(
 # 1.5B did in the long session: "他们的下一条消息是中文的。", "你的上一条消息是: …".
 # ... and the echo hint said back in Chinese: "请不要重复他们的内容。根据他们的话，我回答：
 # 你奶奶今年八十三岁了…" (a last attempt, the long session, seed 2).
+# ... and the language lead ("她的下一个消息是中文的，回复中文。", a second attempt shown whole
+# to "她每天早上都去公园跳广场舞…": the long session, seed 1).
 _MESSAGE_TALK = re.compile(
-    r"[上下前后]一?条消息|最新的?消息是|不要重复他们|重复他们的|根据他们的话|我(?:的)?回答[是:：]"
+    r"[上下前后]一?[条个]消息|最新的?消息是|不要重复他们|重复他们的|根据他们的话|我(?:的)?回答[是:：]"
 )
-_MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?条?消?$|条消息")  # held to the sentence's end
+# Held to the sentence's end.
+_MAY_TALK_OF_MESSAGES = re.compile(r"[上下前后]一?[条个]?消?$|[条个]消息")
 # ... held to its end where it may come: after a general-advice lead ("Maybe you could talk
 # to someone you trust about it.", to a day of emails: the long session, seed 4).
 _ADVICE_STARTS = (
@@ -1033,11 +1049,15 @@ class ReplyGuard:
         # replies, to an opening that says one of them again (``_said_again_cjk``).
         self._pairs_before: list[tuple[frozenset[tuple[str, str]], str]] = []
         if any(_is_cjk(ch) for ch in user_text):
+            # ... and this message: "我挺想你的。已经三年没回成都了。" to "其实我挺想她的，
+            # 已经三年没回成都了" passed the checks of a single sentence (seed 1); but not
+            # a request for a story or a poem, whose subject the reply names back ("当然可
+            # 以！听个故事吧，关于一只迷路的小猫…" to "给我讲个小故事吧，关于一只迷路的小猫怎么
+            # 找到家的", then "对不起，我不太理解您的意思。": the messages part).
+            own = [] if asks_to_make(user_text) else self._message
             self._pairs_before = [
                 (frozenset(itertools.pairwise(seq)), "echo")
-                # ... and this message: "我挺想你的。已经三年没回成都了。" to "其实我挺想她的，
-                # 已经三年没回成都了" passed the checks of a single sentence (seed 1).
-                for seq in (*self._message, *before, *(_mirrored(seq) for seq in before))
+                for seq in (*own, *before, *(_mirrored(seq) for seq in before))
                 if any(_is_cjk(t) for t in seq)
             ] + [
                 (frozenset(itertools.pairwise(seq)), "repeat")

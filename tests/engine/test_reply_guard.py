@@ -14,6 +14,7 @@ from backend.engine.reply_guard import (
     Rejection,
     ReplyGuard,
     asks_question,
+    asks_to_make,
     language_lead,
     restricts,
     words,
@@ -1910,6 +1911,17 @@ def test_the_echo_hint_said_back_in_chinese_is_a_recital() -> None:
     assert rejected is None and shown == kept
 
 
+def test_the_language_lead_said_back_in_chinese_is_a_recital() -> None:
+    # The long session, seed 1: a second attempt, shown whole as the reply.
+    for last in (False, True):
+        guard = ReplyGuard("她每天早上都去公园跳广场舞，比我还忙哈哈", check_opening=not last)
+        _, rejected = run(guard, "她的下一个消息是中文的，回复中文。", size=2)
+        assert rejected is not None and rejected.reason == "recital"
+    kept = "我刚收到一个好消息：你奶奶身体真好！"
+    shown, rejected = run(ReplyGuard("我奶奶今年八十三岁了，身体还挺好的"), kept, size=2)
+    assert rejected is None and shown == kept
+
+
 def test_a_last_attempt_that_says_as_an_ai_is_not_shown() -> None:
     # The long session, seed 5: the third attempt, held for its "but" and shown at 4.7 s.
     last = ReplyGuard("ok good, that one's staying in", check_opening=False)
@@ -1924,3 +1936,33 @@ def test_a_last_attempt_that_says_as_an_ai_is_not_shown() -> None:
     asked = ReplyGuard("are you a real person or an AI?", check_opening=False)
     shown, rejected = run(asked, "I'm an AI companion, not a person, but I'm glad you're here.")
     assert rejected is None and shown.startswith("I'm an AI companion")
+
+
+@pytest.mark.parametrize(
+    ("message", "made"),
+    [
+        ("can you write me a short poem about a cat who thinks she owns the house?", True),
+        ("tell me a joke about cats", True),
+        ("Tell me a little story about a lighthouse keeper and a very nosy seagull", True),
+        ("给我讲个小故事吧，关于一只迷路的小猫怎么找到家的", True),
+        ("帮我写一首关于秋天的小诗吧", True),
+        ("what was my cat's name again?", False),
+        ("tell me about your day", False),
+        ("I should write the speech this week", False),
+        ("我奶奶今年八十三岁了，身体还挺好的", False),
+    ],
+)
+def test_a_request_for_something_made_up_is_told_apart(message: str, made: bool) -> None:
+    assert asks_to_make(message) is made
+
+
+def test_a_chinese_story_may_name_its_subject_back() -> None:
+    # The messages part: "当然可以！听个故事吧，关于一只迷路的小…" was stopped as an echo, and
+    # the retry said "对不起，我不太理解您的意思。".
+    message = "给我讲个小故事吧，关于一只迷路的小猫怎么找到家的"
+    story = "当然可以！听个故事吧，关于一只迷路的小猫。从前有一只小猫，它跟着蝴蝶跑出了院子。"
+    shown, rejected = run(ReplyGuard(message, []), story)
+    assert rejected is None and shown == story
+    # ... but the request said back is still an echo
+    _, rejected = run(ReplyGuard(message, []), message + "。")
+    assert rejected is not None and rejected.reason == "echo"
