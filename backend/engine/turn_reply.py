@@ -34,7 +34,14 @@ from backend.engine.prompt import (
     MEMORY_PREAMBLE,
     second_person,
 )
-from backend.engine.reply_guard import Rejection, ReplyGuard, asks_caution, language_lead
+from backend.engine.reply_guard import (
+    Rejection,
+    ReplyGuard,
+    asks_caution,
+    asks_question,
+    asks_to_make,
+    language_lead,
+)
 from backend.engine.stand_ins import lost_thread
 from backend.engine.tools import MAX_TOOL_ROUNDS, MEMORY_TOOLS, MemoryTools
 from backend.engine.turn_types import EngineParts, TurnOutcome
@@ -448,9 +455,9 @@ class Turn:
 
     def _last_resort(self, user_text: str, earlier: Sequence[str], reason: str) -> str:
         """What the turn shows when no attempt may be: the note the message is about, a
-        health note to a go-ahead or to a message that asks leave; else the notes that
-        answer a question (not the lactose note to "what's his name again?", a third
-        echo: the probes); to a refusal, or with neither, ``lost_thread``. ``reason``:
+        health note to a go-ahead or to a message that asks leave; else, to a question,
+        the notes that answer it (not the lactose note to "what's his name again?", a
+        third echo: the probes); to a refusal, or with neither, ``lost_thread``. ``reason``:
         the last attempt's rejection, or "late" (the deadline; then the reasons of the
         attempts before it count)."""
         if reason == "late":
@@ -463,7 +470,11 @@ class Turn:
             return recall_reminder(user_text, self.answer_notes)
         if self.health_notes and health and reason != "refusal":
             return health_reminder(user_text, self.health_notes)
-        if self.answer_notes and reason != "refusal":
+        # Said to a question only: "I do remember what you told me: Your interview next
+        # Wednesday…" answered "thanks, that's fair. I'll wait until after the interview",
+        # and the cat note a poem request (the long session, seed 1).
+        asked = asks_question(user_text) and not asks_to_make(user_text)
+        if self.answer_notes and reason != "refusal" and asked:
             return recall_reminder(user_text, self.answer_notes)
         return lost_thread(user_text, [*self.session_replies, *earlier])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -368,3 +369,36 @@ async def test_a_retry_for_another_reason_is_not_biased(rig: Rig) -> None:
     _, rejected = await reply(rig, "tell me a joke about cats")
     assert rejected == ["refusal"]
     assert all(call.sampling is None for call in rig.chat.calls[-2:])
+
+
+async def test_after_three_echoes_of_a_statement_no_note_is_said(rig: Rig) -> None:
+    # The long session, seed 1: "I do remember what you told me: Your interview next
+    # Wednesday…" to "thanks, that's fair. I'll wait until after the interview", and the
+    # cat note to a poem request. A note is said back to a question only.
+    ns = Namespace("u1", "companion")
+    cat = "The user's cat Pickle thinks she owns the house."
+    rig.long_term.create(ns, rig.long_term.new_memory(cat, category="relationship"))
+    for message in (
+        "my cat Pickle thinks she owns the house",
+        "can you write me a short poem about my cat Pickle who thinks she owns the house?",
+    ):
+        rig.hippocampus.enqueue([QUIET])
+        for _ in range(3):
+            rig.chat.enqueue(list(pieces_of(message)))
+        request = TurnRequest(user_id="u1", text=message, session_id=f"s-{len(message)}")
+        async with rig.engine.turn(request) as turn:
+            shown = "".join([piece async for piece in turn.stream()])
+        await turn.merged  # type: ignore[misc]
+        assert turn.answer_notes == (cat,)  # the note was there to say
+        assert turn.rejected == ["echo", "echo", "echo"]
+        assert shown == lost_thread(message)
+    # ... and to a question the note answers, it is said
+    for _ in range(3):
+        rig.chat.enqueue(list(pieces_of("what does my cat Pickle think she owns")))
+    shown, rejected = await reply(rig, "what does my cat Pickle think she owns?", session="s3")
+    assert rejected == ["echo", "echo", "echo"]
+    assert shown == recall_reminder("what does my cat Pickle think she owns?", [cat])
+
+
+def pieces_of(text: str) -> list[str]:
+    return re.findall(r"\s*[\w']+|\s*[^\w\s]", text)
