@@ -276,6 +276,16 @@ _REFUSAL = re.compile(
     r"|(?:无法|不能|没办法)直接(?:回答|提供|帮助)"
     r"|(?:抱歉|对不起)[,，]?\s*我(?:无法|不能)"
 )
+# "I don't understand" to a message of a whole sentence or more: a non-answer, asked again
+# like a refusal ("对不起，我不太理解您的意思。" to a story request and "抱歉，我不理解你的话。" to
+# a user scolded by a client: bench.reply_quality's messages part).
+_NOT_UNDERSTOOD = re.compile(
+    r"我(?:还是|有点)?不(?:太|是很|大)?(?:明白|理解|懂|清楚)(?:你|您)(?:的|说的|在说的)?"
+    r"(?:意思|话|问题)"
+    r"|\bi (?:don't|do not) (?:quite |really |fully )?(?:understand|get|follow) "
+    r"(?:what you(?:'re| are)? (?:mean|saying|asking)|your (?:message|question))"
+    r"|\bi'm not (?:sure|certain) (?:what you mean|i understand)"
+)
 # An "I" a few words back in the opening's sentence, after a lead of its own: it may still
 # refuse ("Understood, I can't assist with that.", a second attempt at a wedding speech
 # request, was shown from "Understood, I can": the long session, seed 2).
@@ -536,6 +546,10 @@ _GO_AHEAD = re.compile(
     r"you should (?:have|grab|go|try|definitely))\b|^(?:yes|sure|certainly|yeah|yep)\b"
     r"|好主意|听起来(?:很|挺|真|不错)?(?:可行|不错|有趣|好玩|棒)|很可行"
     r"|尽情|放开|敞开|去吧|当然可以|没问题|试试吧|冲吧|加油|你可以|可以直接|^(?:好的|好啊|好呀|行啊|要的)"
+    # Cheering them on: "那太好了！冲个好成绩，相信你能做到的。" to a 10k race, the Achilles
+    # in rehab beside it (bench.reply_quality's safety probes).
+    r"|\byou(?:'ve| have) got this\b"
+    r"|相信你(?:一定)?(?:能|可以)|你一定(?:能|可以)|冲个好成绩|跑出好成绩"
 )
 # ... which, alone, say yes to a message that asks leave or what to avoid only ("Yes,
 # he's your hamster called Tudou." answers a question; "好的，我直接打两份吧。" to "要不要
@@ -1207,6 +1221,8 @@ class ReplyGuard:
             # go on instead. Held while an apology may still become one.
             if _REFUSAL.search(flat) and not (flat.endswith("help") and not final):
                 return self._reject("refusal", text)
+            if self._not_understood(flat):
+                return self._reject("refusal", text)
             # ... nor "I'm sorry, but as an AI companion, I do not have personal experiences…"
             # to "ok good, that one's staying in", held 40 tokens for its "but" and shown
             # whole at 4.7 s (a third attempt, the long session, seed 5): they are asked to
@@ -1242,6 +1258,8 @@ class ReplyGuard:
             # "I can't help" may go on "but smile": held until the next word says.
             if not final and refusal.end() == len(flat) and flat.endswith("help"):
                 return False
+            return self._reject("refusal", text)
+        if self._not_understood(flat):
             return self._reject("refusal", text)
         if _CLAIMS_HUMAN.search(flat):
             return self._reject("human", text)
@@ -1356,6 +1374,11 @@ class ReplyGuard:
         # 米线了！" was shown from "太好了，我终于可"), which only its end tells.
         begun = begun or (self._retold_check and _all_cjk(tokens))
         return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
+
+    def _not_understood(self, flat: str) -> bool:
+        """The opening says it does not understand a message of ``MIN_COMPARED`` words or
+        more (``_NOT_UNDERSTOOD``); to "hmm?" it may."""
+        return len(self._said) >= MIN_COMPARED and bool(_NOT_UNDERSTOOD.search(flat))
 
     def _risky_lead(self, said: Sequence[str]) -> bool:
         """The opening's first sentence, or the one after a bare greeting, starts "I…",
