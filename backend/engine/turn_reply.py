@@ -338,9 +338,11 @@ class Turn:
         message back or refuses: then the health note is said back instead, to a go-ahead
         or a message that asks leave (``health_reminder``), or the notes that answer the
         question (``recall_reminder``), or, to a refusal or with neither, a plain request
-        to go on (``lost_thread``). A retry that has shown nothing by the deadline
-        (``retry_deadline_s`` after the request) gives way to that same last resort at
-        once, its reason "late".
+        to go on (``lost_thread``). A last attempt that has shown nothing by the deadline
+        (``retry_deadline_s`` after the request), or would start after it, gives way to
+        that same last resort at once, its reason "late". The first retry always runs:
+        where the first attempt alone took past the deadline (a long prompt read), the
+        retry's answer is worth its second (the probe sessions).
         Help-desk sentences are left out of every attempt. A continuation, or a guard
         switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
@@ -359,7 +361,7 @@ class Turn:
         deadline = self._retry_deadline() if on else None
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
-            if attempt and self._past(deadline):  # no time left for another attempt
+            if last and self._past(deadline):  # no time left for a third attempt
                 yield TextDelta(self._last_resort(user_text, earlier, "late"))
                 yield Finish("stop")
                 return
@@ -401,7 +403,7 @@ class Turn:
                             yield delta
                         continue
                     pieces += 1
-                    if attempt and not shown_any and self._past(deadline):
+                    if last and not shown_any and self._past(deadline):
                         late = True
                         break
                     if pieces == tail_from:

@@ -1,6 +1,6 @@
-"""The reply guard's deadline (backend.engine.turn_reply, chat.retry_deadline): a retry
-that has shown nothing by the deadline gives way to the app's last resort, so that two
-rejected attempts and a third never keep the user waiting past it. The engine's clock is
+"""The reply guard's deadline (backend.engine.turn_reply, chat.retry_deadline): a last
+attempt that has shown nothing by the deadline gives way to the app's last resort, so that
+two rejected attempts and a third never keep the user waiting past it. The engine's clock is
 a ``FixedClock`` here, moved on by each piece the scripted model writes."""
 
 from __future__ import annotations
@@ -45,26 +45,38 @@ def piece_takes(rig: Rig, seconds: float) -> list[int]:
     return written
 
 
-async def test_a_retry_past_the_deadline_gives_way_to_the_stand_in(rig: Rig) -> None:
-    # 0.15 s a piece: the echo is stopped at 1.5 s (ten pieces), the retry echoes
-    # again, and the deadline (2.5 s) comes while the guard still holds its opening.
-    written = piece_takes(rig, 0.15)
+async def test_a_last_attempt_past_the_deadline_gives_way_to_the_stand_in(rig: Rig) -> None:
+    # 0.1 s a piece: the echo is stopped at 1.0 s (ten pieces), the retry echoes again
+    # (2.0 s), and the deadline (2.5 s) comes while the guard still holds the third.
+    written = piece_takes(rig, 0.1)
     for _ in range(3):
         rig.chat.enqueue(list(ECHO))
     shown, rejected = await reply(rig, MESSAGE)
     assert shown == lost_thread(MESSAGE)
-    assert rejected == ["echo", "late"]
-    assert len(written) == 2 and written[1] < len(ECHO)  # the retry was cut off
+    assert rejected == ["echo", "echo", "late"]
+    assert written[:2] == [10, 10] and written[2] < len(ECHO)  # the third was cut off
     assert rig.sessions.transcript("s1")[-1].content == shown
 
 
-async def test_no_retry_starts_once_the_deadline_has_passed(rig: Rig) -> None:
-    written = piece_takes(rig, 0.3)  # the first attempt alone takes past 2.5 s
+async def test_no_last_attempt_starts_once_the_deadline_has_passed(rig: Rig) -> None:
+    written = piece_takes(rig, 0.15)  # two rejected attempts take 3 s
+    rig.chat.enqueue(list(ECHO))
     rig.chat.enqueue(list(ECHO))
     rig.chat.enqueue(list(FINE))
     shown, rejected = await reply(rig, MESSAGE)
-    assert rejected == ["echo", "late"] and shown == lost_thread(MESSAGE)
-    assert len(written) == 1 and rig.chat.pending == 1  # no second call was made
+    assert rejected == ["echo", "echo", "late"] and shown == lost_thread(MESSAGE)
+    assert len(written) == 2 and rig.chat.pending == 1  # no third call was made
+
+
+async def test_the_first_retry_runs_whatever_the_time(rig: Rig) -> None:
+    # The probe sessions: a first attempt that alone took past the deadline (a long
+    # prompt read) was answered with a stand-in; its retry's answer is worth a second.
+    written = piece_takes(rig, 0.3)
+    rig.chat.enqueue(list(ECHO))
+    rig.chat.enqueue(list(FINE))
+    shown, rejected = await reply(rig, MESSAGE)
+    assert rejected == ["echo"] and shown == "".join(FINE)
+    assert written == [10, len(FINE)]
 
 
 async def test_a_retry_that_started_showing_is_never_cut(rig: Rig) -> None:
@@ -82,11 +94,12 @@ async def test_the_last_resort_is_the_health_note_after_go_aheads(rig: Rig) -> N
     ns = Namespace("u1", "companion")
     note = "The user is allergic to shellfish."
     rig.long_term.create(ns, rig.long_term.new_memory(note, category="health", importance=0.95))
-    piece_takes(rig, 0.3)
+    piece_takes(rig, 0.2)
     go_ahead = ["Definitely", " go", " for", " it", ",", " pile", " it", " high", "!"]
-    rig.chat.enqueue(list(go_ahead))
+    for _ in range(3):
+        rig.chat.enqueue(list(go_ahead))
     shown, rejected = await reply(rig, "my mate is doing a seafood boil, should I pile my plate?")
-    assert rejected == ["health", "late"]
+    assert rejected == ["health", "health", "late"]
     assert "allergic to shellfish" in shown and "go for it" not in shown.lower()
 
 
@@ -94,10 +107,11 @@ async def test_no_deadline_lets_every_attempt_run(rig: Rig) -> None:
     rig.engine.settings = dataclasses.replace(rig.engine.settings, retry_deadline_s=None)
     written = piece_takes(rig, 0.3)
     rig.chat.enqueue(list(ECHO))
+    rig.chat.enqueue(list(ECHO))
     rig.chat.enqueue(list(FINE))
     shown, rejected = await reply(rig, MESSAGE)
-    assert rejected == ["echo"] and shown == "".join(FINE)
-    assert written == [written[0], len(FINE)]
+    assert rejected == ["echo", "echo"] and shown == "".join(FINE)
+    assert written == [10, 10, len(FINE)]
 
 
 async def test_the_deadline_counts_from_the_request(rig: Rig) -> None:
