@@ -34,9 +34,10 @@ from backend.embeddings.factory import LocalModel
 logger = logging.getLogger(__name__)
 
 ROLES = ("chat", "hippocampus", "embedding")
-# The guard's last attempt, if it has shown nothing this long after the message, gives
-# way to the stand-in: two rejected attempts of the 1.5B on two cores take about 2 s, and a third
-# then pushed the first words past 3 s (docs/benchmarks.md, "A deadline for retries").
+# A guard retry started before this many seconds after the message that has shown
+# nothing by then gives way to the stand-in: two rejected attempts of the 1.5B on two
+# cores take about 2 s, and a third then pushed the first words past 3 s
+# (docs/benchmarks.md, "A deadline for retries").
 RETRY_DEADLINE_S = 2.5
 
 
@@ -90,9 +91,8 @@ class EmbeddedChat(_Embedded):
     # Hold back and resample a reply that opens as a refusal, an echo, a repeat or a
     # help-desk line (backend.engine.reply_guard).
     reply_guard: bool = True
-    # Seconds after the message by which the guard's last attempt must have shown
-    # something; past it, the app's stand-in is shown instead (docs/configuration.md).
-    # None: no deadline.
+    # Seconds after the message by which a guard retry must have shown something; past
+    # it, the app's stand-in is shown instead (docs/configuration.md). None: no deadline.
     retry_deadline: float | None = Field(RETRY_DEADLINE_S, gt=0, le=600)
 
     _path = field_validator("model_path")(resolve_path)

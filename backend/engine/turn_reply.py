@@ -338,11 +338,12 @@ class Turn:
         message back or refuses: then the health note is said back instead, to a go-ahead
         or a message that asks leave (``health_reminder``), or the notes that answer the
         question (``recall_reminder``), or, to a refusal or with neither, a plain request
-        to go on (``lost_thread``). A last attempt that has shown nothing by the deadline
-        (``retry_deadline_s`` after the request), or would start after it, gives way to
-        that same last resort at once, its reason "late". The first retry always runs:
-        where the first attempt alone took past the deadline (a long prompt read), the
-        retry's answer is worth its second (the probe sessions).
+        to go on (``lost_thread``). A retry started before the deadline
+        (``retry_deadline_s`` after the request) that has shown nothing by it, or a last
+        attempt that would start after it, gives way to that same last resort at once,
+        its reason "late". A first retry that starts after it (the first attempt alone
+        took that long: a long prompt read) runs: its answer is worth its second (the
+        probe sessions).
         Help-desk sentences are left out of every attempt. A continuation, or a guard
         switched off (``chat.reply_guard``), streams as the model writes."""
         on = self._engine.settings.reply_guard and self.kind != "continue"
@@ -361,7 +362,12 @@ class Turn:
         deadline = self._retry_deadline() if on else None
         for attempt in range(MAX_ATTEMPTS if on else 1):
             last = attempt == MAX_ATTEMPTS - 1
-            if last and self._past(deadline):  # no time left for a third attempt
+            # A retry started before the deadline must show something by it; the first
+            # retry after a first attempt that alone took past it runs unbounded.
+            bound: datetime | None = None
+            if attempt and not self._past(deadline):
+                bound = deadline
+            elif last and deadline is not None:  # no time left for a third attempt
                 yield TextDelta(self._last_resort(user_text, earlier, "late"))
                 yield Finish("stop")
                 return
@@ -388,7 +394,7 @@ class Turn:
                 sampling=_resampled(self._sampling, attempt, bias),
             )
             rejected: Rejection | None = None
-            late = False  # a retry still showing nothing at the deadline
+            late = False  # a retry still showing nothing at its deadline
             shown_any = False
             ending: list[Delta] = []  # Usage and Finish, after what the guard still holds
             cap = self._max_tokens
@@ -403,7 +409,7 @@ class Turn:
                             yield delta
                         continue
                     pieces += 1
-                    if last and not shown_any and self._past(deadline):
+                    if not shown_any and self._past(bound):
                         late = True
                         break
                     if pieces == tail_from:

@@ -43,8 +43,8 @@ class TurnSettings:
     compact_subjects: bool = False
     chat_temperature: float | None = None
     chat_max_tokens: int | None = None
-    # Seconds from the request by which the guard's last attempt must show something,
-    # else the stand-in is shown (config: chat.retry_deadline); None: none.
+    # Seconds from the request by which a guard retry must show something, else the
+    # stand-in is shown (config: chat.retry_deadline); None: none.
     retry_deadline_s: float | None = None
 
 

@@ -1,6 +1,8 @@
-"""The reply guard's deadline (backend.engine.turn_reply, chat.retry_deadline): a last
-attempt that has shown nothing by the deadline gives way to the app's last resort, so that
-two rejected attempts and a third never keep the user waiting past it. The engine's clock is
+"""The reply guard's deadline (backend.engine.turn_reply, chat.retry_deadline): a retry
+started before the deadline that has shown nothing by it, or a last attempt that would
+start after it, gives way to the app's last resort, so that rejected attempts never keep
+the user waiting past it; a first retry after a first attempt that alone took that long
+runs. The engine's clock is
 a ``FixedClock`` here, moved on by each piece the scripted model writes."""
 
 from __future__ import annotations
@@ -58,17 +60,28 @@ async def test_a_last_attempt_past_the_deadline_gives_way_to_the_stand_in(rig: R
     assert rig.sessions.transcript("s1")[-1].content == shown
 
 
+async def test_a_retry_started_before_the_deadline_is_cut_at_it(rig: Rig) -> None:
+    # 0.15 s a piece: the echo is stopped at 1.5 s, and the deadline comes while the
+    # guard still holds the retry's opening.
+    written = piece_takes(rig, 0.15)
+    rig.chat.enqueue(list(ECHO))
+    rig.chat.enqueue(list(ECHO))
+    shown, rejected = await reply(rig, MESSAGE)
+    assert rejected == ["echo", "late"] and shown == lost_thread(MESSAGE)
+    assert written[0] == 10 and written[1] < len(ECHO)
+
+
 async def test_no_last_attempt_starts_once_the_deadline_has_passed(rig: Rig) -> None:
-    written = piece_takes(rig, 0.15)  # two rejected attempts take 3 s
-    rig.chat.enqueue(list(ECHO))
-    rig.chat.enqueue(list(ECHO))
+    written = piece_takes(rig, 0.3)  # the first attempt alone takes past 2.5 s
+    for _ in range(2):
+        rig.chat.enqueue(list(ECHO))
     rig.chat.enqueue(list(FINE))
     shown, rejected = await reply(rig, MESSAGE)
     assert rejected == ["echo", "echo", "late"] and shown == lost_thread(MESSAGE)
-    assert len(written) == 2 and rig.chat.pending == 1  # no third call was made
+    assert written == [10, 10] and rig.chat.pending == 1  # no third call was made
 
 
-async def test_the_first_retry_runs_whatever_the_time(rig: Rig) -> None:
+async def test_a_first_retry_after_the_deadline_runs(rig: Rig) -> None:
     # The probe sessions: a first attempt that alone took past the deadline (a long
     # prompt read) was answered with a stand-in; its retry's answer is worth a second.
     written = piece_takes(rig, 0.3)
@@ -96,10 +109,10 @@ async def test_the_last_resort_is_the_health_note_after_go_aheads(rig: Rig) -> N
     rig.long_term.create(ns, rig.long_term.new_memory(note, category="health", importance=0.95))
     piece_takes(rig, 0.2)
     go_ahead = ["Definitely", " go", " for", " it", ",", " pile", " it", " high", "!"]
-    for _ in range(3):
+    for _ in range(2):
         rig.chat.enqueue(list(go_ahead))
     shown, rejected = await reply(rig, "my mate is doing a seafood boil, should I pile my plate?")
-    assert rejected == ["health", "health", "late"]
+    assert rejected == ["health", "late"]
     assert "allergic to shellfish" in shown and "go for it" not in shown.lower()
 
 
