@@ -227,7 +227,9 @@ HINTS: dict[Reason, str] = {
         "Do not recite your notes or list them: reply to what they said, in your own words, "
         "as a friend would."
     ),
-    "verse": "Reply in plain conversational sentences, not a poem: they did not ask for one.",
+    # Not "…: they did not ask for one.": the 1.5B said "I didn't ask for one." as its
+    # whole reply (the long session, seed 1).
+    "verse": "Reply to what they just said in plain conversational sentences, not in verse.",
     "flip": (
         "Do not turn round what they just told you they like or dislike: respond to it as "
         "they said it."
