@@ -453,13 +453,14 @@ _ASKS_CAUTION = re.compile(
 _CONDITION_STEMS = {"aller", "intol", "injur", "disea", "sensi", "avoid", "must", "suffe"}
 # ... but in Chinese, to an English note, the condition is what can be said of it.
 _CONDITION_ZH = re.compile(r"过敏|不耐|受伤|伤|忌口|麸质|乳糖")
-# A question: what a note can answer ("what was my cat's name again?").
+# A request for something made up ("tell me a joke about cats", "给我讲个小故事吧").
 _ASKS_MADE = re.compile(
     r"\b(?:write|tell|make up|compose|come up with|give)\b(?: me)?(?: (?:a|an|one|another|"
     r"some|something))?(?: [\w'-]+){0,3} (?:story|stories|tale|poem|poetry|verse|haiku|"
     r"limerick|song|rhyme|joke|jokes|pun|riddle)s?\b"
     r"|(?:讲|写|编|来|说)(?:个|一个|一首|一段|几句|首|段)"
 )
+# A question: what a note can answer ("what was my cat's name again?").
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b"
     r"|吗|什么|哪(?!怕)|谁|几(?!乎)|多少"  # "几乎天天加班" asks nothing

@@ -469,6 +469,7 @@ class Turn:
         the last attempt's rejection, or "late" (the deadline; then the reasons of the
         attempts before it count)."""
         if reason == "late":
+            log.info("turn %s: the retries ran out of time", self.turn_id)
             self.rejected.append("late")
             self.rejected_openings.append("")
             before = self.rejected[:-1]

@@ -53,7 +53,7 @@ REMOTE: dict[str, Any] = {
     "max_tokens": 99,
 }
 CHANGED: dict[str, dict[str, Any]] = {
-    "chat": {**REMOTE, "tools": True, "vision": True, "reply_guard": False},
+    "chat": {**REMOTE, "tools": True, "vision": True, "reply_guard": False, "retry_deadline": 9.0},
     "hippocampus": {
         **REMOTE,
         "mode": "full",  # auto is compact for a server on loopback

@@ -56,7 +56,15 @@ class AppProcess:
     ) -> None:
         self.port = free_port()
         config: dict[str, dict[str, Any]] = {
-            "chat": {"provider": "openai", "base_url": chat, "model": "scripted"},
+            # The scripted chat says the same sentence every turn: the reply guard, which
+            # these tests are not about, would sample it again and, once the first attempt
+            # has taken past its deadline (a hung store), show its stand-in instead.
+            "chat": {
+                "provider": "openai",
+                "base_url": chat,
+                "model": "scripted",
+                "reply_guard": False,
+            },
             "hippocampus": {
                 "provider": "openai",
                 "base_url": hippocampus,
@@ -113,7 +121,8 @@ class AppProcess:
             json={"model": "companion", "messages": [{"role": "user", "content": text}]},
         )
         assert r.status_code == 200, r.text
-        assert r.json()["choices"][0]["message"]["content"] == "Hello from the scripted server."
+        said = r.json()["choices"][0]["message"]["content"]
+        assert said == "Hello from the scripted server.", said
         session = r.headers["x-session-id"]
         detail = self.wait(lambda: self._reports_with(session, text))
         return session, detail
