@@ -15,11 +15,13 @@ no hour of embedding. The store grows size by size (1k, then 10k, then 100k); at
 - the app's default activation (``MemorySettings()``: hybrid mode, lexical index, the
   cross-encoder reranker when installed) with a precomputed query vector: candidate pool
   (ANN ∥ lexical index + one ``get``), then score + rerank + restatement collapse + GIST;
-  p50 / p95 of the whole and of both parts, the cross-encoder's own time, the ANN query
-  alone, and the process CPU time per activation (all threads; on a busy machine wall
-  time includes waiting for a core, CPU time does not);
+  p50 / p95 of the whole and of both parts, the cross-encoder's own time and the pairs
+  it read (``rerank_n`` cut to ``rerank_budget_ms`` at its pace on this machine), the ANN
+  query alone, and the process CPU time per activation (all threads; on a busy machine
+  wall time includes waiting for a core, CPU time does not);
 - with ``--rerank-n 10,20,30``: the app's activation p50 with each ``rerank_n`` (0: the
-  stage off), and the cross-encoder's p50 / p95 at each;
+  stage off; no time budget, so every one of the n is read), and the cross-encoder's
+  p50 / p95 at each;
 - the ``limbic`` mode for comparison (ANN + the store's salient query, limbic scoring);
 - ANN recall@50 of ``store.query`` against exact numpy search over the live vectors;
 - the one-off load of the lexical index from the store (what a restart costs per
@@ -263,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.2f}, Python {platform.python_version()}; store {args.store}; "
           f"{args.anchors} anchor sentences embedded in {anchor_s:.1f} s; "
           f"{args.queries} queries ({sum(is_zh(m) for m in messages)} Chinese); "
-          f"{rerank_note}, rerank_n {app_policy.retrieval.rerank_n}\n")  # fmt: skip
+          f"{rerank_note}, rerank_n {app_policy.retrieval.rerank_n}, rerank_budget_ms "
+          f"{app_policy.rerank_budget_ms}\n")  # fmt: skip
 
     rows, index_rows, by_n = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -294,11 +297,13 @@ def main(argv: list[str] | None = None) -> int:
             limbic = LongTermMemory(store, None, clock, activation=limbic_policy)
             app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms = [], [], [], [], [], []
             rerank_ms: list[float] = []
+            pairs: list[int] = []
             for text, vector in zip(messages, query_vectors, strict=True):
                 c0, t0 = time.process_time(), time.perf_counter()
                 activation = app.activate(NS, text, query_vector=vector)
                 app_ms.append((time.perf_counter() - t0) * 1e3)
                 rerank_ms.append(activation.rerank_ms)
+                pairs.append(activation.retrieval.reranked)
                 cpu_ms.append((time.process_time() - c0) * 1e3)
                 t0 = time.perf_counter()
                 store.query(NS, vector, app_policy.pool)
@@ -326,10 +331,14 @@ def main(argv: list[str] | None = None) -> int:
                 recalls.append(len(got & exact) / 50)
             rows.append(
                 (size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms,
-                 statistics.fmean(recalls), rerank_ms)
+                 statistics.fmean(recalls), rerank_ms, pairs)
             )  # fmt: skip
             for n in rerank_ns:
-                policy = replace(app_policy, retrieval=replace(app_policy.retrieval, rerank_n=n))
+                # n pairs whatever the pace: no time budget
+                policy = replace(
+                    app_policy, retrieval=replace(app_policy.retrieval, rerank_n=n),
+                    rerank_budget_ms=None,
+                )  # fmt: skip
                 variant = LongTermMemory(store, None, clock, activation=policy, reranker=reranker)
                 n_ms, n_rerank = [], []
                 for text, vector in zip(messages, query_vectors, strict=True):
@@ -344,16 +353,16 @@ def main(argv: list[str] | None = None) -> int:
           f"p95 {pct(embed_ms, 95):.1f} ms\n")  # fmt: skip
     header = (
         "| memories | activate p50 ms | activate p95 ms | CPU p50 ms | ANN query p50 ms | "
-        "pool p50 ms | score+rerank+collapse+GIST p50 ms | rerank p50 ms | "
+        "pool p50 ms | score+rerank+collapse+GIST p50 ms | rerank p50 ms | pairs read p50 | "
         "limbic mode p50 ms | ANN recall@50 |"
     )
     print(header)
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms, recall, rr_ms in rows:
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size, app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms, recall, rr_ms, read in rows:
         print(f"| {size:,} | {pct(app_ms, 50):.1f} | {pct(app_ms, 95):.1f} | "
               f"{pct(cpu_ms, 50):.1f} | {pct(ann_ms, 50):.1f} | {pct(pool_ms, 50):.1f} | "
-              f"{pct(rank_ms, 50):.1f} | {pct(rr_ms, 50):.1f} | {pct(limbic_ms, 50):.1f} | "
-              f"{recall:.3f} |")  # fmt: skip
+              f"{pct(rank_ms, 50):.1f} | {pct(rr_ms, 50):.1f} | {statistics.median(read):.0f} | "
+              f"{pct(limbic_ms, 50):.1f} | {recall:.3f} |")  # fmt: skip
     if by_n:
         print("\n| memories | rerank_n | activate p50 ms | activate p95 ms | rerank p50 ms | "
               "rerank p95 ms |")  # fmt: skip

@@ -245,10 +245,14 @@ class Rig:
     reranker: Reranker | None = None
 
     def app_policy(self) -> ActivationPolicy:
-        """The app's activation policy (config defaults) with ``k``."""
+        """The app's activation policy (config defaults) with ``k``, and no time budget for
+        the cross-encoder: recall is measured at ``rerank_n`` whatever this machine's pace
+        (``bench.retrieval_latency`` times the app with the budget)."""
         default = self.settings
         return replace(
-            default.activation_policy(), retrieval=replace(default.retrieval_policy(), k=self.k)
+            default.activation_policy(),
+            retrieval=replace(default.retrieval_policy(), k=self.k),
+            rerank_budget_ms=None,
         )
 
     def ltm(self, policy: ActivationPolicy) -> LongTermMemory:

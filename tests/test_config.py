@@ -76,11 +76,13 @@ def test_engine_policies_match_the_engine_defaults(tmp_path: Path) -> None:
     # The app defaults to the hybrid mode with a relevance floor and the reranking stage
     # (measured: docs/memory-model.md, docs/benchmarks.md); the rest is the engine's default.
     assert memory.retrieval_policy() == RetrievalPolicy(
-        mode="hybrid", min_relevance=0.15, rerank_n=10
+        mode="hybrid", min_relevance=0.15, rerank_n=30
     )
     assert memory.gate_policy() == GatePolicy()
     activation = memory.activation_policy()
     assert activation.lexical_pool == 30 and activation.min_importance == 0.4
+    # the cross-encoder's time budget is the app's (the engine's default has none)
+    assert activation.rerank_budget_ms == 80.0
 
 
 def test_limbic_mode_is_the_spec_pipeline(tmp_path: Path) -> None:
@@ -110,6 +112,10 @@ def test_hybrid_settings_become_policies(tmp_path: Path) -> None:
     assert (policy.same_fact, policy.min_relevance) == (0.7, 0.1)
     assert (policy.rerank_n, policy.rerank_weight) == (12, 0.5)
     assert load(tmp_path, {"memory": {"rerank_n": 0}}).memory.retrieval_policy().rerank_n == 0
+    unbounded = load(tmp_path, {"memory": {"rerank_budget_ms": None}}).memory
+    assert unbounded.activation_policy().rerank_budget_ms is None
+    with pytest.raises(ConfigError, match="rerank_budget_ms"):
+        load(tmp_path, {"memory": {"rerank_budget_ms": 0}})
     with pytest.raises(ConfigError, match="rerank_weight"):
         load(tmp_path, {"memory": {"rerank_weight": 1.5}})
     assert memory.activation_policy().lexical_pool == 12

@@ -21,7 +21,8 @@ names merged into her.
 
 The hybrid ranking's top ``rerank_n`` are read again by the cross-encoder handed in as
 ``reranker`` (``backend.reranking``; ``None``: the stage is skipped), timed per activation
-(``Activation.rerank_ms``).
+(``Activation.rerank_ms``); on a machine too slow for them all within
+``rerank_budget_ms``, only the best of them (``backend.longterm.rerank_pace``).
 
 Failure policy: activation never raises for runtime trouble: an unreachable store yields
 an empty activation with ``degraded`` set (the turn answers without recalled memories);
@@ -37,13 +38,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
 
 from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
+from backend.longterm.rerank_pace import RerankPace
 from backend.memory.entities import (
     Entity,
     EntityEdit,
@@ -89,11 +91,13 @@ class Activation:
 
 
 class TimedReranker:
-    """One activation's view of the reranker: it times the call and turns a model that
-    fails into ``None`` (the stage is then skipped for this turn), never an error."""
+    """One activation's view of the reranker: it times the call (into ``pace`` as well,
+    when given) and turns a model that fails into ``None`` (the stage is then skipped for
+    this turn), never an error."""
 
-    def __init__(self, inner: Reranker) -> None:
+    def __init__(self, inner: Reranker, pace: RerankPace | None = None) -> None:
         self.inner = inner
+        self.pace = pace
         self.ms = 0.0
 
     @property
@@ -103,12 +107,16 @@ class TimedReranker:
     def score(self, query: str, passages: Sequence[str]) -> Sequence[float] | None:
         started = time.perf_counter()
         try:
-            return self.inner.score(query, passages)
+            scores = self.inner.score(query, passages)
         except RerankerUnavailable as exc:
             log.warning("reranker unavailable, ranking without it this turn: %s", exc)
             return None
         finally:
-            self.ms += (time.perf_counter() - started) * 1e3
+            took = (time.perf_counter() - started) * 1e3
+            self.ms += took
+        if self.pace is not None and scores is not None:
+            self.pace.record(len(passages), took)
+        return scores
 
 
 def _edited_names(edit: EntityEdit) -> list[str]:
@@ -123,7 +131,9 @@ class ActivationRetriever:
     ``executor``: the threads the overlapping lookups run in (default: four, started on
     first use, so that concurrent turns do not queue behind each other).
     ``entity_edits``: the user's edits of a namespace's entity table (none without it).
-    ``reranker``: the cross-encoder of the hybrid ranking's top (none: that stage is off).
+    ``reranker``: the cross-encoder of the hybrid ranking's top (none: that stage is off);
+    it reads as many of the top ``rerank_n`` as fit the policy's ``rerank_budget_ms`` at
+    its recent pace (``backend.longterm.rerank_pace``).
     """
 
     def __init__(
@@ -140,13 +150,24 @@ class ActivationRetriever:
     ) -> None:
         self.store = store
         self.entity_edits = entity_edits
-        self.reranker = reranker
+        self._reranker = reranker
+        self.pace = RerankPace()
         self.embedder = embedder
         self.clock = clock
         self.policy = policy
         self.lexical = lexical
         self._executor = executor
         self._executor_guard = threading.Lock()
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self._reranker
+
+    @reranker.setter
+    def reranker(self, reranker: Reranker | None) -> None:
+        # Another model has another pace.
+        self._reranker = reranker
+        self.pace = RerankPace()
 
     def threads(self) -> ThreadPoolExecutor:
         """Threads for work that overlaps within one activation (the query embedding, the
@@ -349,7 +370,11 @@ class ActivationRetriever:
         chosen = policy or self.policy.retrieval
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         now = self.clock.now()
-        timed = None if self.reranker is None else TimedReranker(self.reranker)
+        timed = None if self.reranker is None else TimedReranker(self.reranker, self.pace)
+        if timed is not None and chosen.rerank_n > 0:
+            fits = self.pace.pairs(chosen.rerank_n, self.policy.rerank_budget_ms)
+            if fits != chosen.rerank_n:
+                chosen = replace(chosen, rerank_n=fits)
         result = retrieve(
             pool,
             now=now,

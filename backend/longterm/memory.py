@@ -52,6 +52,7 @@ from backend.longterm.gated_write import GatedWriter, WriteInterrupted, WriteOut
 from backend.longterm.locks import NamespaceLocks
 from backend.longterm.outage import OutageQueue
 from backend.longterm.outbox import WriteOutbox
+from backend.longterm.rerank_pace import RerankPace
 from backend.longterm.transfer import ImportReport, JsonlTransfer
 from backend.longterm.upkeep import DecayReport, Upkeep
 from backend.longterm.versions import VersionChains
@@ -155,6 +156,11 @@ class LongTermMemory:
     @reranker.setter
     def reranker(self, reranker: Reranker | None) -> None:
         self._retriever.reranker = reranker
+
+    @property
+    def rerank_pace(self) -> RerankPace:
+        """The cross-encoder's recent pace, which cuts its pairs to the time budget."""
+        return self._retriever.pace
 
     @property
     def activation(self) -> ActivationPolicy:

@@ -286,3 +286,6 @@ class ActivationPolicy:
     # app (imports and legacy data can hold them); activation leaves them out.
     min_importance: float = 0.4
     gate_neighbours: int = 8  # stored neighbours the gate compares a candidate with
+    # The cross-encoder's time a turn, in ms: the top ``retrieval.rerank_n`` are cut to the
+    # pairs that fit at its recent pace (``backend.longterm.rerank_pace``); None: no cut.
+    rerank_budget_ms: float | None = None

@@ -13,9 +13,10 @@ or a ``note`` saying why the store stays on the old model.
 ``ok: false`` with a ``warning`` in words once a part failed several times in a row (the
 hippocampus, the store's writes, the embedder), which makes the status ``degraded``.
 
-``reranker`` is whether activation's reranking stage runs (``on``, its ``model``) or why not
-(``off``: turned off, or its model not installed: ``./install.sh`` installs it). The app
-ranks without it, so it never makes the status ``degraded``.
+``reranker`` is whether activation's reranking stage runs (``on``, its ``model``, its recent
+``ms_per_pair`` and the ``pairs_a_turn`` that gives within ``memory.rerank_budget_ms``) or
+why not (``off``: turned off, or its model not installed: ``./install.sh`` installs it).
+The app ranks without it, so it never makes the status ``degraded``.
 """
 
 from __future__ import annotations
@@ -107,9 +108,19 @@ def _repair_state(store: object) -> dict[str, Any]:
 
 def _reranker(services: Services) -> dict[str, Any]:
     """Activation's reranking stage: on with its model, or off and why (optional: ``ok``)."""
-    reranker = services.long_term.reranker
+    long_term = services.long_term
+    reranker = long_term.reranker
     if reranker is not None:
-        return {"ok": True, "on": True, "model": reranker.model}
+        # How fast it reads here, and how many pairs a turn that allows (None: not yet
+        # timed); docs/configuration.md, ``rerank_budget_ms``.
+        pace = long_term.rerank_pace.ms_per_pair()
+        wanted = long_term.activation.retrieval.rerank_n
+        pairs = long_term.rerank_pace.pairs(wanted, long_term.activation.rerank_budget_ms)
+        return {
+            "ok": True, "on": True, "model": reranker.model,
+            "ms_per_pair": None if pace is None else round(pace, 2),
+            "pairs_a_turn": pairs,
+        }  # fmt: skip
     return {"ok": True, "on": False, "off": services.reranker_off or "no reranker"}
 
 

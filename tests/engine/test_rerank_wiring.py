@@ -48,9 +48,15 @@ def test_the_default_app_reranks_and_says_so(tmp_path: Path) -> None:
         reranker = services.long_term.reranker
         assert reranker is not None and reranker.model == MODEL_ID
         assert services.reranker_off is None
+        # Not timed yet: every one of rerank_n a turn.
         assert check_dependencies(services)["reranker"] == {
-            "ok": True, "on": True, "model": MODEL_ID,
+            "ok": True, "on": True, "model": MODEL_ID, "ms_per_pair": None,
+            "pairs_a_turn": services.settings.memory.rerank_n,
         }  # fmt: skip
+        services.long_term.rerank_pace.record(10, 100.0)
+        services.long_term.rerank_pace.record(10, 100.0)
+        health = check_dependencies(services)["reranker"]
+        assert (health["ms_per_pair"], health["pairs_a_turn"]) == (10.0, 8)
     finally:
         services.close()
 
@@ -166,3 +172,47 @@ def test_doctor_checks_the_files_and_warns_when_they_are_missing(
     missing = check_reranker(settings)
     assert missing.status == "warning" and missing.details["on"] is False
     assert "run ./install.sh" in missing.lines[0] and "ranks without" in missing.lines[0]
+
+
+class Counting(Scripted):
+    """The scripted reranker, counting the passages of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[int] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.read.append(len(passages))
+        return super().score(query, passages)
+
+
+def test_a_slow_pace_cuts_the_pairs_to_the_time_budget() -> None:
+    query = "does anyone of my family live near Lyon hiking"
+    model = Counting()
+    ltm = long_term(model, rerank_budget_ms=50)
+    assert ltm.activation.rerank_budget_ms == 50
+    # Two calls at 20 ms a pair: 50 ms holds two pairs of the six.
+    ltm.rerank_pace.record(10, 200.0)
+    ltm.rerank_pace.record(10, 200.0)
+    activation = ltm.activate(NS, query)
+    assert model.read == [2] and activation.retrieval.reranked == 2
+    # Without a budget every one of rerank_n is read, whatever the pace.
+    unbounded = Counting()
+    free = long_term(unbounded, rerank_budget_ms=None)
+    free.rerank_pace.record(10, 200.0)
+    free.rerank_pace.record(10, 200.0)
+    assert free.activate(NS, query).retrieval.reranked == 6 and unbounded.read == [6]
+
+
+def test_activations_time_the_model_into_the_pace_and_a_new_model_starts_afresh() -> None:
+    model = Counting()
+    ltm = long_term(model)
+    assert ltm.rerank_pace.ms_per_pair() is None
+    for _ in range(2):
+        ltm.activate(NS, "does anyone of my family live near Lyon hiking")
+    pace = ltm.rerank_pace.ms_per_pair()
+    assert pace is not None and pace >= 0.0
+    # A fast model reads all six within the default budget.
+    assert model.read == [6, 6]
+    ltm.reranker = Counting()
+    assert ltm.rerank_pace.ms_per_pair() is None
