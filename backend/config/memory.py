@@ -151,6 +151,8 @@ class MemorySettings(Section):
     rerank_n: int = Field(30, ge=0, le=200)
     # ... its relevance blended into their final score at this weight (1: its order alone)
     rerank_weight: float = Field(_RETRIEVAL.rerank_weight, **_UNIT)
+    # ... and a memory it calls at least this relevant is kept through GIST (above 1: none)
+    rerank_keep: float = Field(_RETRIEVAL.rerank_keep, ge=0, le=2)
     # ... and no more of them than its recent pace reads in this many ms (null: all of
     # them); 30 pairs take about 65 ms on a 2-core machine that reads 2.3 ms a pair.
     rerank_budget_ms: float | None = Field(80.0, gt=0, le=60_000)

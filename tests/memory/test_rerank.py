@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pytest
 
 from backend.memory.explain import RERANK, explain_hybrid
 from backend.memory.hybrid import cosine_trust
 from backend.memory.rerank import MIN_PAIR_WEIGHT, rerank
-from backend.memory.retrieve import DIVERSITY_WINDOW, Retrieval, retrieve
+from backend.memory.retrieve import (
+    DIVERSITY_WINDOW,
+    Retrieval,
+    diversify,
+    diversify_around,
+    retrieve,
+)
 from backend.memory.types import Memory, RetrievalPolicy, ScoreBreakdown, ScoredMemory
 from tests.memory.helpers import NOW, memory, unit
 
@@ -206,3 +213,62 @@ def test_explain_hybrid_scales_the_other_channels_by_one_minus_w() -> None:
     for before, after in zip(plain.channels, blended.channels, strict=False):
         assert after.weight == pytest.approx(0.75 * before.weight)
     assert blended.share(RERANK) == pytest.approx(0.25 * 0.9)
+
+
+def near_pair() -> tuple[list[ScoredMemory], np.ndarray]:
+    """a and b near each other (two turns of one conversation: cosine 0.86, not one fact),
+    c and d apart."""
+    vectors = {
+        "a": unit(1, 0, 0), "b": unit(1, 0.6, 0), "c": unit(0, 1, 0), "d": unit(0, 0, 1),
+    }  # fmt: skip
+    finals = {"a": 0.9, "b": 0.85, "c": 0.5, "d": 0.45}
+    texts = {
+        "a": "Caroline went hiking on Sunday", "b": "Melanie painted a lake at sunrise",
+        "c": "The user's cat is called Dumpling", "d": "The user plays chess on Fridays",
+    }  # fmt: skip
+    ranked = [
+        ScoredMemory(memory(i, texts[i], vector=v), ScoreBreakdown(0, 0.5, 0.2, 0, 0.3, f, f))
+        for (i, v), f in zip(vectors.items(), finals.values(), strict=True)
+    ]
+    matrix = np.stack(list(vectors.values()))
+    return ranked, np.clip(1.0 - matrix @ matrix.T, 0.0, 2.0).astype(np.float32)
+
+
+def test_gist_keeps_what_the_model_vouched_for_and_diversifies_the_rest() -> None:
+    ranked, distances = near_pair()
+    # Diversity alone drops b for being near a.
+    plain = diversify(ranked, k=2, lam=5.0, distances=distances)
+    assert ids(plain.items) == ["a", "c"]
+    # The model called b relevant: it stays, and GIST picks the other slot.
+    kept = diversify_around(ranked, [1], k=2, lam=5.0, distances=distances)
+    assert ids(kept.items) == ["a", "b"]
+    three = diversify_around(ranked, [1], k=3, lam=5.0, distances=distances)
+    assert ids(three.items) == ["a", "b", "c"] and three.degraded is None
+    # Nothing vouched for: GIST as ever. More vouched for than k: the best k, in order.
+    assert ids(diversify_around(ranked, [], k=2, lam=5.0, distances=distances).items) == [
+        "a", "c",
+    ]  # fmt: skip
+    assert ids(diversify_around(ranked, [3, 1, 2], k=2, lam=5.0, distances=distances).items) == [
+        "b", "c",
+    ]  # fmt: skip
+
+
+def test_the_pipeline_keeps_memories_the_model_calls_relevant_through_gist() -> None:
+    ranked, _ = near_pair()
+    pool = [item.memory for item in ranked]
+    model = ScriptedReranker({"Melanie painted a lake at sunrise": 0.9}, default=0.0)
+
+    def got(rerank_keep: float) -> list[str]:
+        policy = RetrievalPolicy(
+            k=2, lam=5.0, mode="hybrid", rerank_n=4, rerank_weight=0.06, rerank_keep=rerank_keep
+        )
+        result = retrieve(
+            pool, now=NOW, query_text="what did they do", query_vector=unit(1, 0, 0),
+            target_emotion=None, policy=policy, reranker=model,
+        )  # fmt: skip
+        return sorted(ids(result.items))
+
+    # a is the best match; GIST alone (above 1: nothing is kept) drops b for being near it
+    assert got(2.0) == ["a", "c"]
+    # the model vouched for b: it stays, and the other slot goes to the best of the rest
+    assert got(0.2) == ["a", "b"]
