@@ -190,8 +190,8 @@ def diversify_around(
         [ranked[i] for i in rest], k=slots, lam=lam, eps=eps,
         distances=np.asarray(distances)[np.ix_(rest, rest)],
     )  # fmt: skip
-    picked = {id(item) for item in others.items}
-    chosen += [i for i in rest if id(ranked[i]) in picked]
+    picked = {item.memory.id for item in others.items}
+    chosen += [i for i in rest if ranked[i].memory.id in picked]
     return Retrieval(
         items=tuple(ranked[i] for i in sorted(chosen)), gist=others.gist, degraded=others.degraded
     )
