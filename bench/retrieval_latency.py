@@ -1,17 +1,18 @@
 """Activation latency at 1k / 10k / 100k memories in one namespace, and ANN recall.
 
     python -m bench.retrieval_latency [--sizes 1000,10000,100000] [--queries 200]
-        [--anchors 3000] [--store chroma|memory] [--seed 20260601]
+        [--anchors 3000] [--store chroma|memory] [--seed 20260601] [--embedder NAME]
 
 Fills one namespace of a fresh store (Chroma persistent in a temp dir by default) with
 synthetic memories: sentences from word lists and a fixed seed, with a long tail of rare
 names as real memories have. Vectors: ``--anchors`` distinct sentences are embedded with
-the local MiniLM; every further memory takes an anchor's vector plus small gaussian noise,
-renormalised (cosine to its anchor about 0.7, like a paraphrase), so 100k memories need
-no hour of embedding. The store grows size by size (1k, then 10k, then 100k); at each size it times
+the app's default embedder (``--embedder``); every further memory takes an anchor's vector
+plus small gaussian noise, renormalised (cosine to its anchor about 0.7, like a
+paraphrase; each part of a two-part vector on its own), so 100k memories need no hour of
+embedding. The store grows size by size (1k, then 10k, then 100k); at each size it times
 ``--queries`` messages:
 
-- query embedding alone (local MiniLM, one short text per call);
+- query embedding alone (the embedder, one short text per call);
 - the app's default activation (``MemorySettings()``: hybrid mode, lexical index, the
   cross-encoder reranker when installed) with a precomputed query vector: candidate pool
   (ANN ∥ lexical index + one ``get``), then score + rerank + restatement collapse + GIST;
@@ -33,6 +34,7 @@ Prints markdown tables with the machine line. Nothing is cached in the repositor
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import random
@@ -48,10 +50,12 @@ import numpy as np
 
 from backend.clock import FixedClock
 from backend.config import MemorySettings
-from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
+from backend.embeddings.port import embed_queries, vector_split
 from backend.longterm.memory import LongTermMemory
 from backend.memory.retrieve import retrieve
 from backend.memory.types import ActivationPolicy, Memory, Namespace
+from backend.memory.vector_parts import VectorParts
 from backend.stores.vector_port import VectorStore
 from bench.retrieval_quality import app_reranker
 
@@ -172,8 +176,27 @@ class Maker:
         return f"My {self.pick(SUBJECTS)} wants to get a {self.pick(PETS)}. Thoughts?"
 
 
+def paraphrase(base: np.ndarray, rng: np.random.Generator, split: int | None) -> np.ndarray:
+    """``base`` plus gaussian noise: each part (the whole vector, or the two parts of a
+    two-part one) renormalised to its own length, its cosine to the base about 0.7."""
+    cuts = [0, base.shape[0]] if split is None else [0, split, base.shape[0]]
+    out = np.empty_like(base)
+    for lo, hi in itertools.pairwise(cuts):
+        part = base[lo:hi]
+        length = float(np.linalg.norm(part))
+        sigma = NOISE * np.sqrt(384 / (hi - lo))  # NOISE is per coordinate at 384-d
+        noisy = part / length + rng.standard_normal(hi - lo).astype(np.float32) * sigma
+        out[lo:hi] = noisy / np.linalg.norm(noisy) * length
+    return out
+
+
 def make_memories(
-    maker: Maker, start: int, count: int, anchors: np.ndarray, rng: np.random.Generator
+    maker: Maker,
+    start: int,
+    count: int,
+    anchors: np.ndarray,
+    rng: np.random.Generator,
+    split: int | None = None,
 ) -> list[Memory]:
     out = []
     for i in range(start, start + count):
@@ -181,9 +204,7 @@ def make_memories(
         if i < len(anchors):
             vector = anchors[i]
         else:
-            base = anchors[int(rng.integers(len(anchors)))]
-            noisy = base + rng.standard_normal(base.shape[0]).astype(np.float32) * NOISE
-            vector = noisy / np.linalg.norm(noisy)
+            vector = paraphrase(anchors[int(rng.integers(len(anchors)))], rng, split)
         created = NOW - timedelta(days=float(rng.uniform(0, 730)))
         accessed = created + (NOW - created) * float(rng.uniform(0, 1) ** 3)
         out.append(
@@ -234,13 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=["chroma", "memory"], default="chroma")
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--rerank-n", default="", help="e.g. 0,10,20,30: activation by rerank_n")
+    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
+                        help="the offline embedder; default: the app's")  # fmt: skip
     args = parser.parse_args(argv)
     sizes = sorted(int(x) for x in args.sizes.split(","))
     rerank_ns = [int(x) for x in args.rerank_n.split(",") if x.strip()]
 
     maker = Maker(args.seed)
     rng = np.random.default_rng(args.seed)
-    embedder = LocalMiniLMEmbedder()
+    embedder = build_embedder("local", model=args.embedder)
+    split = vector_split(embedder)
     anchor_texts = [maker.memory_text()[0] for _ in range(args.anchors)]
     started = time.perf_counter()
     anchors = embedder.embed(anchor_texts)
@@ -253,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     embedder.embed(["warm-up"])
     for text in messages:
         t0 = time.perf_counter()
-        query_vectors.append(embedder.embed([text])[0])
+        query_vectors.append(embed_queries(embedder, [text])[0])
         embed_ms.append((time.perf_counter() - t0) * 1e3)
 
     settings = MemorySettings()
@@ -278,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             t0 = time.perf_counter()
             while filled < size:
-                batch = make_memories(maker, filled, min(1000, size - filled), anchors, rng)
+                batch = make_memories(maker, filled, min(1000, size - filled), anchors, rng, split)
                 store.upsert(NS, batch)
                 vectors += [m.embedding for m in batch]  # type: ignore[misc]
                 live += [not m.is_superseded for m in batch]
@@ -288,13 +312,13 @@ def main(argv: list[str] | None = None) -> int:
 
             # Cold start: the lexical index loads the namespace from the store once.
             rss0 = rss_mib()
-            app = LongTermMemory(store, None, clock, activation=app_policy, reranker=reranker)
+            app = LongTermMemory(store, embedder, clock, activation=app_policy, reranker=reranker)
             t0 = time.perf_counter()
             app.activate(NS, messages[0], query_vector=query_vectors[0])
             load_s = time.perf_counter() - t0
             index_rows.append((size, insert_s, load_s, rss_mib() - rss0))
 
-            limbic = LongTermMemory(store, None, clock, activation=limbic_policy)
+            limbic = LongTermMemory(store, embedder, clock, activation=limbic_policy)
             app_ms, cpu_ms, ann_ms, pool_ms, rank_ms, limbic_ms = [], [], [], [], [], []
             rerank_ms: list[float] = []
             pairs: list[int] = []
@@ -306,14 +330,15 @@ def main(argv: list[str] | None = None) -> int:
                 pairs.append(activation.retrieval.reranked)
                 cpu_ms.append((time.process_time() - c0) * 1e3)
                 t0 = time.perf_counter()
-                store.query(NS, vector, app_policy.pool)
+                app.neighbours(NS, text, vector)  # one ANN query, or two with two parts
                 ann_ms.append((time.perf_counter() - t0) * 1e3)
                 t0 = time.perf_counter()
                 pool = app.candidate_pool(NS, text, vector)
                 t1 = time.perf_counter()
                 retrieve(pool, now=NOW, query_text=text, query_vector=vector,
                          target_emotion=None, policy=app_policy.retrieval,
-                         stats=app.corpus_stats(NS, text, pool), reranker=reranker)  # fmt: skip
+                         stats=app.corpus_stats(NS, text, pool), reranker=reranker,
+                         parts=None if split is None else VectorParts(split))  # fmt: skip
                 t2 = time.perf_counter()
                 pool_ms.append((t1 - t0) * 1e3)
                 rank_ms.append((t2 - t1) * 1e3)
@@ -339,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                     app_policy, retrieval=replace(app_policy.retrieval, rerank_n=n),
                     rerank_budget_ms=None,
                 )  # fmt: skip
-                variant = LongTermMemory(store, None, clock, activation=policy, reranker=reranker)
+                variant = LongTermMemory(
+                    store, embedder, clock, activation=policy, reranker=reranker
+                )
                 n_ms, n_rerank = [], []
                 for text, vector in zip(messages, query_vectors, strict=True):
                     t0 = time.perf_counter()
@@ -349,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                 by_n.append((size, n, n_ms, n_rerank))
             del app, limbic, matrix
 
-    print(f"query embedding (local MiniLM, one short text): p50 {pct(embed_ms, 50):.1f} ms, "
+    print(f"query embedding ({embedder.model}, one short text): p50 {pct(embed_ms, 50):.1f} ms, "
           f"p95 {pct(embed_ms, 95):.1f} ms\n")  # fmt: skip
     header = (
         "| memories | activate p50 ms | activate p95 ms | CPU p50 ms | ANN query p50 ms | "

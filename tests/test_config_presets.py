@@ -103,7 +103,7 @@ def test_server_roles_keep_their_free_model_names(tmp_path: Path) -> None:
     # The embedding role's local names are a short list: another name still points at
     # "provider", after saying which names are local.
     message = problems(tmp_path, {"embedding": {"model": "x"}})
-    assert "'all-minilm-l6-v2', 'e5-small-v2' or 'minilm-e5'" in message
+    assert "'all-minilm-l6-v2', 'e5-small-v2', 'minilm-e5' or 'minilm-use'" in message
     assert 'add "provider": "openai"' in message
 
 

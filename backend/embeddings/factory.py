@@ -12,10 +12,13 @@ from backend.embeddings.port import Embedder
 
 EmbedderKind = Literal["local", "openai"]
 #: The offline models, by the name the configuration uses (``embedding.model``).
-LocalModel = Literal["all-minilm-l6-v2", "e5-small-v2", "minilm-e5"]
-LOCAL_MODELS: tuple[LocalModel, ...] = ("all-minilm-l6-v2", "e5-small-v2", "minilm-e5")
-#: The offline model a configuration that names none gets (docs/benchmarks.md, "Embedder").
-DEFAULT_LOCAL_MODEL: LocalModel = "all-minilm-l6-v2"
+LocalModel = Literal["all-minilm-l6-v2", "e5-small-v2", "minilm-e5", "minilm-use"]
+LOCAL_MODELS: tuple[LocalModel, ...] = (
+    "all-minilm-l6-v2", "e5-small-v2", "minilm-e5", "minilm-use",
+)  # fmt: skip
+#: The offline model a configuration that names none gets (docs/benchmarks.md, "A multilingual
+#: part for text in CJK": MiniLM for English, USE multilingual v3 where CJK is involved).
+DEFAULT_LOCAL_MODEL: LocalModel = "minilm-use"
 
 
 def build_embedder(kind: EmbedderKind, **options: Any) -> Embedder:
@@ -45,6 +48,10 @@ def build_embedder(kind: EmbedderKind, **options: Any) -> Embedder:
             from backend.embeddings.fused import minilm_e5
 
             return minilm_e5(**options)
+        if model == "minilm-use":
+            from backend.embeddings.fused import minilm_use
+
+            return minilm_use(**options)
         if model == "all-minilm-l6-v2":
             from backend.embeddings.local_minilm import LocalMiniLMEmbedder
 

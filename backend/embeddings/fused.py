@@ -33,13 +33,24 @@ from backend.embeddings.port import Embedder, check_texts, embed_queries
 NAME = "minilm-e5"
 #: MiniLM's share of the cosine (docs/benchmarks.md: 0.5, 0.6, 0.7 and 0.8 measured).
 WEIGHT = 0.7
+#: The split embedder's name: MiniLM, and USE multilingual v3 for text in CJK.
+USE_NAME = "minilm-use"
+#: MiniLM's share of the plain cosine of two ``minilm-use`` vectors, which only the
+#: readers that do not take the parts apart see.
+USE_WEIGHT = 0.7
 
 
 class FusedEmbedder:
     """``parts``: (embedder, weight) pairs, the weights positive and summing to 1.
     ``name``: the vector space's name (the parts' and weights' by default)."""
 
-    def __init__(self, parts: Sequence[tuple[Embedder, float]], *, name: str | None = None):
+    def __init__(
+        self,
+        parts: Sequence[tuple[Embedder, float]],
+        *,
+        name: str | None = None,
+        split: bool = False,
+    ) -> None:
         if len(parts) < 2:
             raise ValueError("a fused embedder needs two parts or more")
         weights = [w for _, w in parts]
@@ -47,6 +58,10 @@ class FusedEmbedder:
             raise ValueError(f"weights must be positive and sum to 1, got {weights}")
         self._parts = [(embedder, math.sqrt(w)) for embedder, w in parts]
         self._model = name or "+".join(f"{e.model}*{w:g}" for e, w in parts)
+        if split and len(parts) != 2:
+            raise ValueError("a split embedder has exactly two parts")
+        # ``split``: readers may take the two parts apart (``port.vector_split``).
+        self._split_at = parts[0][0].dim if split else None
 
     @property
     def model(self) -> str:
@@ -55,6 +70,11 @@ class FusedEmbedder:
     @property
     def dim(self) -> int:
         return sum(embedder.dim for embedder, _ in self._parts)
+
+    @property
+    def split_at(self) -> int | None:
+        """Where the second part starts, for a split embedder (``minilm-use``)."""
+        return self._split_at
 
     @property
     def parts(self) -> list[Embedder]:
@@ -88,6 +108,23 @@ def minilm_e5(**options: Any) -> FusedEmbedder:
     minilm = LocalMiniLMEmbedder(**options)
     e5 = LocalE5Embedder(**options)
     return FusedEmbedder([(minilm, WEIGHT), (e5, 1 - WEIGHT)], name=space_name(minilm.model, E5_ID))
+
+
+def minilm_use(**options: Any) -> FusedEmbedder:
+    """MiniLM and USE multilingual v3, split (``USE_NAME``): MiniLM's part reads pairs of
+    texts without CJK as MiniLM alone, USE's part every pair with a Chinese, Japanese or
+    Korean side (``backend.memory.vector_parts``). ``options`` (``intra_op_threads``) go to
+    both (USE's BLAS threads)."""
+    from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+    from backend.embeddings.local_use import DEFAULT_THREADS, LocalUSEEmbedder
+
+    minilm = LocalMiniLMEmbedder(**options)
+    use = LocalUSEEmbedder(threads=options.get("intra_op_threads") or DEFAULT_THREADS)
+    return FusedEmbedder(
+        [(minilm, USE_WEIGHT), (use, 1 - USE_WEIGHT)],
+        name=f"{minilm.model}+{use.model}@{USE_WEIGHT:g}-split",
+        split=True,
+    )
 
 
 def space_name(minilm_id: str, e5_id: str) -> str:

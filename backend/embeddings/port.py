@@ -77,6 +77,14 @@ def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     return method(texts) if callable(method) else embedder.embed(texts)
 
 
+def vector_split(embedder: object) -> int | None:
+    """Where the second part of a two-part embedder's vectors starts (``minilm-use``: an
+    English model's part, then a multilingual one's; ``backend.memory.vector_parts`` reads
+    each pair of texts by the part that knows its script), or ``None`` for one space."""
+    split = getattr(embedder, "split_at", None)
+    return split if isinstance(split, int) and split > 0 else None
+
+
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """``embedder.embed(texts)`` in a worker thread, for use from the event loop.
 

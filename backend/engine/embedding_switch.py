@@ -62,6 +62,8 @@ OFFLINE_MODELS = {
     "e5-small-v2-onnx-int8-qp-centred": "e5-small-v2",
     # the two blended (``backend.embeddings.fused.space_name``)
     "all-MiniLM-L6-v2-onnx-int8+e5-small-v2-onnx-int8-qp-centred@0.7": "minilm-e5",
+    # MiniLM and USE multilingual v3, split (``backend.embeddings.fused.minilm_use``)
+    "all-MiniLM-L6-v2-onnx-int8+use-multilingual-v3-numpy@0.7-split": "minilm-use",
 }
 #: Seconds between progress writes to the record (doctor reads them).
 RECORD_EVERY_S = 2.0

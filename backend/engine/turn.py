@@ -352,7 +352,9 @@ class TurnEngine:
                     rows = await asyncio.to_thread(self.sessions.tail, session.id, count)
                     start = verbatim_start(view, [m for m in rows if m.seq < stored.seq])
             retrieval = turn.persona.retrieval_policy or self.long_term.activation.retrieval
-            pertinent = pertinent_ids(turn.activation, user_text, retrieval.hybrid)
+            # The weights the activation ranked with (``cjk_cosine`` 1 with two-part vectors).
+            weights = (turn.activation and turn.activation.weights) or retrieval.hybrid
+            pertinent = pertinent_ids(turn.activation, user_text, weights)
             # Each note names its people and pets with their relation ("Xiaoyu moved the
             # wedding" is shown as "your sister Xiaoyu…"): the prompt's copies only.
             table = turn.activation.entities if turn.activation is not None else ()
@@ -378,7 +380,7 @@ class TurnEngine:
                 pertinent=pertinent,
                 answers=(
                     {m.id for m in answers}
-                    | answer_ids(turn.activation, user_text, retrieval.hybrid, ANSWER_NOTES)
+                    | answer_ids(turn.activation, user_text, weights, ANSWER_NOTES)
                     if asks_question(user_text)
                     else ()
                 ),

@@ -55,10 +55,17 @@ from backend.memory.entities import (
     surface_words,
 )
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
-from backend.memory.keywords import extract_keywords
+from backend.memory.keywords import extract_keywords, is_cjk
 from backend.memory.rerank import Reranker
 from backend.memory.retrieve import Retrieval, held_below_floor, retrieve
-from backend.memory.types import ActivationPolicy, Memory, Namespace, RetrievalPolicy
+from backend.memory.types import (
+    ActivationPolicy,
+    HybridWeights,
+    Memory,
+    Namespace,
+    RetrievalPolicy,
+)
+from backend.memory.vector_parts import VectorParts
 from backend.reranking.port import RerankerUnavailable
 from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
@@ -69,6 +76,9 @@ log = logging.getLogger(__name__)
 QueryEmbedding = Future[tuple[np.ndarray | None, float, float]]
 # The user's edits of a namespace's entity table (backend.sessions.entity_edits).
 EntityEdits = Callable[[Namespace], Sequence[EntityEdit]]
+# Two-part vectors: how many of USE's nearest a message without CJK looks through for
+# notes in CJK (``ActivationRetriever.neighbours``).
+CROSS_SCRIPT_POOL = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,9 @@ class Activation:
     entities: tuple[Entity, ...] = ()
     # The cross-encoder's time in this activation (part of ``search_ms``; 0 when skipped).
     rerank_ms: float = 0.0
+    # The hybrid weights the ranking ran with (two-part vectors trust every pair's
+    # cosine: ``cjk_cosine`` 1), for the turn's own evidence tests; None: not ranked.
+    weights: HybridWeights | None = None
 
     @property
     def memories(self) -> list[Memory]:
@@ -231,7 +244,7 @@ class ActivationRetriever:
         found: dict[str, Memory] = {}
         if index is None:
             if query_vector is not None:
-                for memory, _similarity in self.store.query(ns, query_vector, policy.pool):
+                for memory in self.neighbours(ns, query_text, query_vector):
                     found[memory.id] = memory
             for memory in self.store.salient(
                 ns, since=since, min_importance=policy.salient_min_importance,
@@ -249,13 +262,13 @@ class ActivationRetriever:
         else:
             ann = None
             if query_vector is not None:
-                ann = self.threads().submit(self.store.query, ns, query_vector, policy.pool)
+                ann = self.threads().submit(self.neighbours, ns, query_text, query_vector)
             try:
                 if lexical is None:
                     lexical = self.lexical_candidates(ns, query_text)
             finally:
                 neighbours = ann.result() if ann is not None else []
-            for memory, _similarity in neighbours:
+            for memory in neighbours:
                 found[memory.id] = memory
             for memory in lexical:
                 found.setdefault(memory.id, memory)
@@ -264,6 +277,36 @@ class ActivationRetriever:
             for m in found.values()
             if not m.is_superseded and m.importance >= policy.min_importance
         ]
+
+    def parts(self) -> VectorParts | None:
+        """The layout of the embedder's vectors when they hold two parts (``minilm-use``)."""
+        split = self.embedder.split_at
+        return None if split is None else VectorParts(split)
+
+    def neighbours(self, ns: Namespace, query_text: str, query_vector: np.ndarray) -> list[Memory]:
+        """The ANN neighbours of the query: ``policy.pool`` of them by the store's cosine.
+
+        With two-part vectors (``vector_parts``) each part searches for what it reads: a
+        message without CJK gets MiniLM's ``pool`` nearest (the MiniLM embedder's pool)
+        and the CJK memories among USE's ``CROSS_SCRIPT_POOL`` nearest; a message in CJK
+        gets USE's ``pool`` nearest.
+        """
+        pool = self.policy.pool
+        parts = self.parts()
+        if parts is None:
+            return [memory for memory, _ in self.store.query(ns, query_vector, pool)]
+        second = parts.second_part_query(query_vector)
+        if is_cjk(query_text):
+            return [] if second is None else [m for m, _ in self.store.query(ns, second, pool)]
+        first = parts.first_part_query(query_vector)
+        found = [] if first is None else [m for m, _ in self.store.query(ns, first, pool)]
+        if second is not None:
+            found += [
+                memory
+                for memory, _ in self.store.query(ns, second, CROSS_SCRIPT_POOL)
+                if is_cjk(memory.content)
+            ]
+        return found
 
     def text_matches(self, ns: Namespace, words: Sequence[str]) -> list[Memory]:
         """Memories that hold one of ``words``: the lexical index's matches, or without
@@ -368,6 +411,10 @@ class ActivationRetriever:
                 degraded=f"store unavailable: {exc}",
             )  # fmt: skip
         chosen = policy or self.policy.retrieval
+        parts = self.parts()
+        if parts is not None and chosen.hybrid.cjk_cosine < 1.0:
+            # Each pair is read by a part that knows its script: no cosine to distrust.
+            chosen = replace(chosen, hybrid=replace(chosen.hybrid, cjk_cosine=1.0))
         stats = self.corpus_stats(ns, query_text, pool) if chosen.mode == "hybrid" else None
         now = self.clock.now()
         timed = None if self.reranker is None else TimedReranker(self.reranker, self.pace)
@@ -391,6 +438,7 @@ class ActivationRetriever:
                 salient_min_importance=self.policy.salient_min_importance,
             ),
             reranker=timed,
+            parts=parts,
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"
@@ -400,7 +448,7 @@ class ActivationRetriever:
         return Activation(
             result, query_vector, embed_ms, search_ms, len(pool), degraded=degraded,
             entities=tuple(entity_table(pool, edits)),
-            rerank_ms=0.0 if timed is None else timed.ms,
+            rerank_ms=0.0 if timed is None else timed.ms, weights=chosen.hybrid,
         )  # fmt: skip
 
     def start_query_embedding(self, text: str) -> QueryEmbedding | None:

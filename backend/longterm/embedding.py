@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from backend.embeddings.port import Embedder, EmbedderUnavailable, embed_queries
+from backend.embeddings.port import Embedder, EmbedderUnavailable, embed_queries, vector_split
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,11 @@ class TolerantEmbedder:
     @property
     def present(self) -> bool:
         return self.embedder is not None
+
+    @property
+    def split_at(self) -> int | None:
+        """Where a two-part embedder's second part starts (``port.vector_split``)."""
+        return vector_split(self.embedder)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray | None:
         """Vectors for ``texts``, or ``None`` when there is no embedder or it is down."""

@@ -224,6 +224,10 @@ class LongTermMemory:
     ) -> list[Memory]:
         return self._retriever.candidate_pool(ns, query_text, query_vector, lexical=lexical)
 
+    def neighbours(self, ns: Namespace, query_text: str, query_vector: np.ndarray) -> list[Memory]:
+        """The query's ANN neighbours (``ActivationRetriever.neighbours``)."""
+        return self._retriever.neighbours(ns, query_text, query_vector)
+
     def activate(
         self,
         ns: Namespace,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from backend.memory.hybrid import DEFAULT_HYBRID, weight_total
+from backend.memory.hybrid import DEFAULT_HYBRID, channel_weights, weight_total
 from backend.memory.scoring import DEFAULT_WEIGHTS
 from backend.memory.types import HybridWeights, ScoreBreakdown, ScoreWeights
 
@@ -114,6 +114,7 @@ def explain_hybrid(
     trust: float,
     weights: HybridWeights = DEFAULT_HYBRID,
     rerank_weight: float | None = None,
+    hybrid_share: float | None = None,
 ) -> ScoreExplanation:
     """Each channel's share of a hybrid ``final`` (module doc): ``w_cos * max(0, cosine)``,
     ``w_rel * relevance`` and ``w.channel * channel``, all over the sum of the weights.
@@ -124,17 +125,19 @@ def explain_hybrid(
 
     ``rerank_weight``: the memory's blend weight ``w`` in the reranking stage
     (``backend.memory.rerank``; ``None``: the stage did not run, and no rerank channel is
-    listed). The hybrid channels then count ``1 - w`` of their weights and the rerank
-    channel ``w * rerank``; a memory the model did not read shows it missing.
+    listed). The hybrid channels then count ``hybrid_share`` of their weights (``1 - w``
+    when not given; the stage's ``1 - w_q``) and the rerank channel ``w * rerank``; a
+    memory the model did not read shows it missing.
     """
     w = weights
     t = trust if score.cosine is not None else 0.0
     total = weight_total(w)
     r = 0.0 if rerank_weight is None else rerank_weight
-    scale = (1.0 - r) / total
+    scale = ((1.0 - r) if hybrid_share is None else hybrid_share) / total
+    w_cos, w_rel = channel_weights(t, score.crossed, w)
     effective = {
-        "cosine": t * w.cosine * scale,
-        "relevance": (w.relevance + (1.0 - t) * w.cosine) * scale,
+        "cosine": w_cos * scale,
+        "relevance": w_rel * scale,
         "importance": w.importance * scale,
         "recency": w.recency * scale,
         "emotion": w.emotion * scale,

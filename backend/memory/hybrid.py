@@ -6,9 +6,11 @@ docs/memory-model.md explains every choice and the measured numbers. In short:
 
 ```
 trust     = 1 - cjk_share(query) * (1 - w.cjk_cosine)   # 0 when the memory has no cosine
+crossed   = |cjk_share(query) - cjk_share(memory)|       # two-part vectors only, else 0
 relevance = min(1, BM25(query, memory) / (w.relevance_scale * ln(1 + (N + 0.5) / 0.5)))
-w_cos     = trust * w.cosine
-w_rel     = w.relevance + (1 - trust) * w.cosine         # untrusted cosine weight moves here
+lexical   = w.relevance + (1 - trust) * w.cosine          # untrusted cosine weight moves here
+w_rel     = (1 - crossed) * lexical
+w_cos     = trust * w.cosine + crossed * lexical          # and blind lexical weight here
 total     = w.cosine + w.relevance + w.importance + w.recency + w.emotion
 base      = (w_rel*relevance + w.importance*importance + w.recency*recency
              + w.emotion*emotion) / total
@@ -28,6 +30,12 @@ final     = clamp01(base + w_cos * max(0, cosine) / total)
   Chinese text near-random cosines; the share of CJK letters in the query moves that much
   of the cosine weight to the lexical channel (``cjk_cosine`` = 0). With a multilingual
   embedder set ``cjk_cosine`` = 1 and nothing moves.
+- **Crossed scripts**: the lexical channel cannot match a Chinese message with an English
+  note; with two-part vectors (``vector_parts``: a multilingual part reads such pairs)
+  the share of the pair that crosses scripts moves the lexical weight to the cosine, so
+  that an English note competes with Chinese ones on what it says, not on shared
+  characters it cannot have. Without them the cosine of such a pair is noise and
+  nothing moves.
 - **Restatements** (``backend.memory.restatements``): two memories
   state one fact when their cosine (ignored for two CJK texts under the same trust rule)
   or their IDF-weighted token cosine reaches ``same_fact``. Walking the ranking, a memory
@@ -69,11 +77,13 @@ from backend.memory.types import (
     ScoredMemory,
     clamp01,
 )
+from backend.memory.vector_parts import VectorParts
 
 __all__ = [
     "DEFAULT_HYBRID",
     "CorpusStats",
     "bm25",
+    "channel_weights",
     "cjk_share",
     "cosine_trust",
     "fold",
@@ -151,8 +161,10 @@ def memory_tokens(memory: Memory) -> frozenset[str]:
     return _tokens_cached(memory.content, memory.keywords)
 
 
+@lru_cache(maxsize=65_536)
 def cjk_share(text: str) -> float:
-    """The share of CJK characters among the letters of ``text`` (0 when it has none)."""
+    """The share of CJK characters among the letters of ``text`` (0 when it has none).
+    Cached: every activation asks it of each candidate (crossed scripts, the reranker)."""
     letters = cjk = 0
     for ch in text:
         if ch.isalpha():
@@ -252,11 +264,13 @@ def score_hybrid(
     target_emotion: str | None = None,
     weights: HybridWeights = DEFAULT_HYBRID,
     stats: CorpusStats | None = None,
+    parts: VectorParts | None = None,
 ) -> list[ScoredMemory]:
     """Score every memory (module doc); sorted by final desc, ties by id ascending.
 
     ``stats``: corpus statistics for BM25 (the namespace's, from the lexical index);
-    ``None`` computes them over ``memories`` themselves.
+    ``None`` computes them over ``memories`` themselves. ``parts``: the vectors hold two
+    parts, each pair read by the one that knows its script (``vector_parts``).
     """
     pool = list(memories)
     if not pool:
@@ -265,19 +279,26 @@ def score_hybrid(
     q_tokens = lexical_tokens(query_text)
     docs = [memory_tokens(m) for m in pool]
     corpus = stats if stats is not None else CorpusStats.from_token_sets(docs)
-    cosines = pool_cosines(query_vector, pool)
+    if parts is None:
+        cosines = pool_cosines(query_vector, pool)
+    else:
+        cosines = parts.query_cosines(query_vector, query_text, pool)
     trust = cosine_trust(query_text, w)
+    query_cjk = cjk_share(query_text)
     total = weight_total(w)
     scored = []
     for memory, tokens, cos in zip(pool, docs, cosines, strict=True):
         t = trust if cos is not None else 0.0
+        crossed = 0.0
+        if parts is not None and cos is not None:
+            crossed = abs(query_cjk - cjk_share(memory.content))
+        w_cos, w_rel = channel_weights(t, crossed, w)
         rel = lexical_relevance(q_tokens, tokens, corpus, w)
         rec = recency(memory.last_accessed, now, w.recency_half_life_days)
         emo = emotion_score(memory, target_emotion)
         imp = memory.importance
-        w_rel = w.relevance + (1.0 - t) * w.cosine
         base = (w_rel * rel + w.importance * imp + w.recency * rec + w.emotion * emo) / total
-        final = base if cos is None else base + t * w.cosine * max(0.0, cos) / total
+        final = base if cos is None else base + w_cos * max(0.0, cos) / total
         scored.append(
             ScoredMemory(
                 memory=memory,
@@ -289,11 +310,21 @@ def score_hybrid(
                     cosine=cos,
                     base=clamp01(base),
                     final=clamp01(final),
+                    crossed=crossed,
                 ),
             )
         )
     scored.sort(key=lambda item: (-item.score.final, item.memory.id))
     return scored
+
+
+def channel_weights(trust: float, crossed: float, weights: HybridWeights) -> tuple[float, float]:
+    """One pair's (cosine, lexical) weights (module doc): the untrusted share of the cosine
+    weight moves to the lexical channel, the share of the lexical weight blind to the
+    pair's crossed scripts to the cosine; the two always sum to ``w.cosine + w.relevance``."""
+    w = weights
+    lexical = w.relevance + (1.0 - trust) * w.cosine
+    return trust * w.cosine + crossed * lexical, (1.0 - crossed) * lexical
 
 
 def relevance_evidence(
@@ -307,5 +338,5 @@ def relevance_evidence(
     denominator = w.cosine + w.relevance
     if denominator <= 0:
         return 0.0
-    w_rel = w.relevance + (1.0 - t) * w.cosine
-    return clamp01((t * w.cosine * cos + w_rel * score.relevance) / denominator)
+    w_cos, w_rel = channel_weights(t, score.crossed, w)
+    return clamp01((w_cos * cos + w_rel * score.relevance) / denominator)

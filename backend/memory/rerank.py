@@ -6,16 +6,21 @@ restatement collapse and GIST.
 The model is injected (a :class:`Reranker`: ``backend.reranking`` holds the adapter);
 this module only blends what it says into the ranking:
 
-    w_i    = weight * (1 - cjk_share(query)) * (1 - cjk_share(memory_i))
-    final' = (1 - w_i) * final + w_i * p_i          for the top n
-    final' = (1 - w_q) * final                      below them (w_q: w_i without the memory)
+    w_q    = weight * (1 - cjk_share(query))
+    w_i    = w_q * (1 - cjk_share(memory_i))
+    final' = (1 - w_q) * final + w_i * p_i          for the top n
+    final' = (1 - w_q) * final                      below them
 
 ``p_i`` is the model's relevance in [0, 1]. The model reads English: a Chinese,
 Japanese or Korean message or memory weighs it that much less (a wholly CJK message
-skips the stage, a wholly CJK memory keeps its hybrid score and is not sent to the
-model). Below the top n nothing is read, and the scaling keeps every memory there
-behind the ones that were read: the stage reorders the top n, it never lets an unread
-memory pass one that was. ``ScoreBreakdown.rerank`` keeps ``p_i`` (``None`` where the
+skips the stage, a wholly CJK memory is not sent to the model). The share of ``w_q``
+a memory's CJK hides from the model counts as no vouching (``p`` 0), as for the memories
+below the top n: a Chinese note the model could not read neither passes English ones it
+read for nothing (with two-part vectors, ``backend.memory.vector_parts``, Chinese notes
+do reach English messages) nor falls behind the memories it was not asked about. Below
+the top n nothing is read, and the scaling keeps every memory there behind the ones
+that were read: the stage reorders the top n, it never lets an unread memory pass one
+that was. ``ScoreBreakdown.rerank`` keeps ``p_i`` (``None`` where the
 model did not read the memory) and :class:`Reranked.weights` each memory's ``w_i`` for
 the explanation (``backend.memory.explain``).
 
@@ -60,6 +65,8 @@ class Reranked:
     weights: Mapping[str, float] = field(default_factory=dict)
     scored: int = 0
     skipped: str | None = None
+    # ``w_q``: every blended memory keeps ``1 - w_q`` of its hybrid score.
+    query_weight: float = 0.0
 
 
 def rerank(
@@ -95,13 +102,17 @@ def rerank(
     weights: dict[str, float] = {}
     blended: list[ScoredMemory] = []
     for i, item in enumerate(head):
+        # The share of the query's weight the model could not read (the memory's CJK) is
+        # no vouching, as for a memory below the top n: the model's silence must not
+        # lift a Chinese note over English ones it read and found wanting.
         score = item.score
+        w = pair_weights[i] if i in found else 0.0
+        kept = (1.0 - query_weight) * score.final
         if i in found:
             p = min(1.0, max(0.0, float(found[i])))
-            w = pair_weights[i]
-            score = replace(score, rerank=p, final=(1.0 - w) * score.final + w * p)
+            score = replace(score, rerank=p, final=kept + w * p)
         else:
-            w = 0.0
+            score = replace(score, final=kept)
         weights[item.memory.id] = w
         blended.append(ScoredMemory(item.memory, score))
     for item in ranked[n:]:
@@ -109,4 +120,4 @@ def rerank(
         scaled = replace(item.score, final=(1.0 - query_weight) * item.score.final)
         blended.append(ScoredMemory(item.memory, scaled))
     order = sorted(range(len(blended)), key=lambda j: -blended[j].score.final)
-    return Reranked(tuple(blended[j] for j in order), weights, len(read))
+    return Reranked(tuple(blended[j] for j in order), weights, len(read), None, query_weight)

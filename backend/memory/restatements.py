@@ -19,6 +19,7 @@ import numpy as np
 from backend.memory.hybrid import DEFAULT_HYBRID, CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import is_cjk
 from backend.memory.types import HybridWeights, Memory, clamp01
+from backend.memory.vector_parts import VectorParts
 
 
 def _unit_rows(memories: Sequence[Memory]) -> tuple[np.ndarray, np.ndarray]:
@@ -97,11 +98,14 @@ def fact_similarities(
     weights: HybridWeights = DEFAULT_HYBRID,
     *,
     cosine_min: float = 0.0,
+    parts: VectorParts | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`fact_similarity`, and the same with the vector cosine counted only where it
     reaches ``cosine_min`` (the restatement test of retrieval: in conversation, turns on
     one subject sit at MiniLM cosine 0.6-0.85 without restating one fact, while the
-    lexical channels tell restatements apart; docs/benchmarks.md, "LoCoMo")."""
+    lexical channels tell restatements apart; docs/benchmarks.md, "LoCoMo"). ``parts``:
+    the vectors hold two parts, each pair read by the one that knows its script
+    (``vector_parts``; trusted for CJK pairs too)."""
     n = len(memories)
     if n == 0:
         return np.zeros((0, 0)), np.zeros((0, 0))
@@ -111,15 +115,19 @@ def fact_similarities(
     by_tokens, by_keywords = _token_cosines([docs, keyword_docs], corpus)
     lexical = np.maximum(by_tokens, by_keywords)
     similarity, same = lexical, lexical
-    rows, ok = _unit_rows(memories)
+    if parts is not None:
+        cos, ok = parts.pair_cosines(memories)
+    else:
+        rows, ok = _unit_rows(memories)
     if ok.sum() >= 2:
-        unit = rows.astype(np.float32)
-        cos = (unit @ unit.T).astype(np.float64)
-        cjk = np.array([is_cjk(m.content) for m in memories])
-        both = np.outer(cjk, cjk)
-        cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)
-        cos[~ok, :] = 0.0
-        cos[:, ~ok] = 0.0
+        if parts is None:
+            unit = rows.astype(np.float32)
+            cos = (unit @ unit.T).astype(np.float64)
+            cjk = np.array([is_cjk(m.content) for m in memories])
+            both = np.outer(cjk, cjk)
+            cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)
+            cos[~ok, :] = 0.0
+            cos[:, ~ok] = 0.0
         similarity = np.maximum(lexical, cos)
         same = np.maximum(lexical, np.where(cos >= cosine_min, cos, 0.0))
     similarity = np.clip(similarity, 0.0, 1.0)

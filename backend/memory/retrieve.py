@@ -35,6 +35,7 @@ from backend.memory.rerank import Reranker, rerank
 from backend.memory.restatements import collapse_restatements, fact_similarities
 from backend.memory.scoring import score_pool
 from backend.memory.types import Memory, RetrievalPolicy, ScoredMemory
+from backend.memory.vector_parts import VectorParts
 
 # hybrid: only the DIVERSITY_WINDOW * k best-scored candidates enter the restatement
 # collapse and GIST (measured: no recall change down to 3k on the eval corpus; it bounds
@@ -209,6 +210,7 @@ def retrieve(
     held: Callable[[Memory], bool] | None = None,
     spoken_for: Collection[str] = (),
     reranker: Reranker | None = None,
+    parts: VectorParts | None = None,
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
@@ -218,6 +220,8 @@ def retrieve(
     ``None``: none. ``spoken_for``: ids the message asks for in a way the channels do not
     see (a relation whose person the memory names only by name): they clear the floor.
     ``reranker``: the hybrid mode's cross-encoder (``None``: the stage is skipped).
+    ``parts``: the vectors hold two parts, each pair of texts read by the one that knows
+    its script (``backend.memory.vector_parts``; the hybrid mode only).
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -232,6 +236,7 @@ def retrieve(
             held=held,
             spoken_for=spoken_for,
             reranker=reranker,
+            parts=parts,
         )
     ranked = score_pool(
         live,
@@ -263,6 +268,7 @@ def _retrieve_hybrid(
     held: Callable[[Memory], bool] | None,
     spoken_for: Collection[str],
     reranker: Reranker | None,
+    parts: VectorParts | None,
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -273,6 +279,7 @@ def _retrieve_hybrid(
         target_emotion=target_emotion,
         weights=weights,
         stats=stats,
+        parts=parts,
     )
     below = 0
     held_ids: set[str] = set()
@@ -300,7 +307,11 @@ def _retrieve_hybrid(
     blend = reranked.weights if reranked.skipped is None else {}
     window = ranked[: DIVERSITY_WINDOW * policy.k]
     similarity, same = fact_similarities(
-        [item.memory for item in window], stats, weights, cosine_min=policy.same_fact_cosine
+        [item.memory for item in window],
+        stats,
+        weights,
+        cosine_min=policy.same_fact_cosine,
+        parts=parts,
     )
     kept = collapse_restatements(same, policy.same_fact)
     kept_set = set(kept)
@@ -329,7 +340,11 @@ def _retrieve_hybrid(
         mode="hybrid",
         explanations={
             item.memory.id: explain_hybrid(
-                item.score, trust, weights, blend.get(item.memory.id) if blend else None
+                item.score,
+                trust,
+                weights,
+                blend.get(item.memory.id) if blend else None,
+                1.0 - reranked.query_weight if blend else None,
             )
             for item in result.items
         },

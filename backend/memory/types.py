@@ -217,6 +217,9 @@ class ScoreBreakdown:
     base: float
     final: float
     rerank: float | None = None
+    # hybrid: the share of the lexical weight moved to the cosine because the message and
+    # the memory are in different scripts (``backend.memory.hybrid``, "Crossed scripts").
+    crossed: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

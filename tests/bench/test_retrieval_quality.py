@@ -26,7 +26,11 @@ LAST_LINE = re.compile(
     r"stale=(?P<stale>[0-9.]+) junk=(?P<junk>[0-9.]+)$"
 )
 RECALL_TARGET = 0.90
-RECALL_REACHED = 0.83  # 0.837 measured; a small margin for embedder/runtime rounding
+RECALL_REACHED = 0.84  # 0.845 measured (minilm-use); a small margin for runtime rounding
+# The crosslingual and Chinese slices with the default two-part embedder (minilm-use):
+# 0.833 and 0.936 measured, 0.400 and 0.821 with MiniLM alone (issue 27: >= 0.80).
+CROSSLINGUAL_REACHED = 0.80
+ZH_REACHED = 0.90
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +64,18 @@ def test_app_default_recall_does_not_regress(app_default: dict[str, float]) -> N
     assert app_default["recall"] >= RECALL_REACHED
 
 
-@pytest.mark.xfail(reason="ceiling of the local MiniLM embedder, see the module docstring")
+@pytest.mark.xfail(reason="ceiling of the local embedders, see the module docstring")
 def test_app_default_recall_target(app_default: dict[str, float]) -> None:
     assert app_default["recall"] >= RECALL_TARGET
+
+
+def test_a_message_reaches_notes_in_the_other_language(output: list[str]) -> None:
+    def tag_recall(tag: str) -> float:
+        found = next(line for line in output if line.startswith(f"| {tag} |"))
+        return float(found.strip("| ").split(" | ")[2])
+
+    assert tag_recall("crosslingual") >= CROSSLINGUAL_REACHED
+    assert tag_recall("zh") >= ZH_REACHED
 
 
 def row(lines: list[str], strategy: str) -> list[float]:

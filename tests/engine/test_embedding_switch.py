@@ -24,7 +24,13 @@ import pytest
 
 from backend.cli import doctor
 from backend.embeddings.port import Embedder, EmbedderUnavailable
-from backend.engine.embedding_switch import NEXT_DIR, STORE_DIR, plan, recorded_embedder
+from backend.engine.embedding_switch import (
+    NEXT_DIR,
+    STORE_DIR,
+    configured_model,
+    plan,
+    recorded_embedder,
+)
 from backend.engine.services import Services, build_services
 from backend.llm.fake import FakeChatModel
 from backend.longterm.reembed import EmbeddingRecord, read_record, write_record
@@ -289,3 +295,21 @@ def test_the_app_runs_the_re_embedding_in_the_background(tmp_path: Path) -> None
         assert embedding["model"] == "test-other-48"
         assert embedding["reembedding"]["memories_done"] == len(FACTS)
         assert "The user's friend number 3 plays the flute" in recalled(services, "flute")
+
+
+def test_the_default_is_the_two_part_embedder_and_a_minilm_store_moves_to_it(
+    tmp_path: Path,
+) -> None:
+    # The default changed from MiniLM to minilm-use (2026-12-06): a store MiniLM made is
+    # re-embedded at the next start and searched with MiniLM until then.
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = fake_settings(data)
+    assert settings.embedding.provider == "embedded" and settings.embedding.model is None
+    space = configured_model(settings)
+    assert space == "all-MiniLM-L6-v2-onnx-int8+use-multilingual-v3-numpy@0.7-split"
+    write_record(data, EmbeddingRecord("all-MiniLM-L6-v2-onnx-int8"))
+    old = recorded_embedder(settings)
+    assert old is not None and old.model == "all-MiniLM-L6-v2-onnx-int8"
+    write_record(data, EmbeddingRecord(space))
+    assert recorded_embedder(settings) is None

@@ -329,3 +329,65 @@ def test_explain_hybrid_weighs_recency_when_configured() -> None:
     assert ex.share("recency") == pytest.approx(0.2 / 1.2 * 0.5)
     used = [c.share for c in ex.channels if c.share is not None]
     assert sum(used) == pytest.approx(ranked[0].score.final)
+
+
+def test_with_two_part_vectors_a_pair_across_scripts_moves_the_lexical_weight_to_cosine() -> None:
+    from backend.memory.explain import explain_hybrid
+    from backend.memory.vector_parts import VectorParts
+
+    # Two-part vectors (split at 2): a Chinese message, an English note whose second
+    # (multilingual) part agrees with it, and a Chinese note sharing a word but little else.
+    def joined(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.concatenate([first, second]).astype(np.float32)
+
+    query = joined(unit(1, 0), unit(1, 0))
+    pool = [
+        memory(
+            "en", "Dumpling only eats kidney-care food.", vector=joined(unit(0, 1), unit(1, 0.4))
+        ),
+        memory("zh", "用户最近吃东西很少在意。", vector=joined(unit(1, 0), unit(0.2, 1))),
+    ]
+    text = "饺子最近不太爱吃东西"
+    w = HybridWeights(cjk_cosine=1.0)
+    parts = VectorParts(2)
+    ranked = score_hybrid(pool, now=NOW, query_text=text, query_vector=query, weights=w,
+                          parts=parts)  # fmt: skip
+    by_id = {item.memory.id: item.score for item in ranked}
+    en, zh = by_id["en"], by_id["zh"]
+    assert en.crossed == pytest.approx(1.0) and zh.crossed == pytest.approx(0.0)
+    assert en.cosine == pytest.approx(float(unit(1, 0.4) @ unit(1, 0)))  # the second part
+    # The English note: its whole cosine + lexical weight on the cosine.
+    assert en.final == pytest.approx((0.85 * en.cosine + 0.15 * en.importance) / 1.0)
+    assert relevance_evidence(en, 1.0, w) == pytest.approx(en.cosine)
+    assert ranked[0].memory.id == "en"
+    for score in (en, zh):  # the explanation still adds up
+        ex = explain_hybrid(score, 1.0, w)
+        used = [c.share for c in ex.channels if c.share is not None]
+        assert sum(used) + ex.remainder == pytest.approx(score.final)
+    # Without two parts nothing crosses: an English model's cosine of such a pair is noise.
+    plain = score_hybrid(pool, now=NOW, query_text=text, query_vector=query, weights=w)
+    assert all(item.score.crossed == 0.0 for item in plain)
+
+
+def test_fact_similarity_reads_two_part_vectors_by_script() -> None:
+    from backend.memory.vector_parts import VectorParts
+
+    def joined(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.concatenate([first, second]).astype(np.float32)
+
+    notes = [
+        memory(
+            "en",
+            "The user owns an orange tabby called Dumpling.",
+            vector=joined(unit(1, 0), unit(1, 0)),
+        ),
+        memory("zh", "用户养了一只叫饺子的橘猫。", vector=joined(unit(0, 1), unit(1, 0.1))),
+        memory("zh2", "用户喜欢喝奶茶。", vector=joined(unit(0, 1), unit(0, 1))),
+    ]
+    similarity, _ = fact_similarities(notes, parts=VectorParts(2))
+    # One fact in two languages: the multilingual part's cosine, trusted for CJK text.
+    assert similarity[0, 1] == pytest.approx(float(unit(1, 0.1) @ unit(1, 0)))
+    # Two Chinese notes whose English-model parts agree are not alike by that part.
+    assert similarity[1, 2] == pytest.approx(float(unit(1, 0.1) @ unit(0, 1)))
+    plain, _ = fact_similarities(notes)
+    assert plain[1, 2] < 0.5  # untrusted (cjk_cosine 0): only the shared 用户 characters

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from backend.memory.explain import RERANK, explain_hybrid
-from backend.memory.hybrid import cosine_trust
+from backend.memory.hybrid import cjk_share, cosine_trust
 from backend.memory.rerank import MIN_PAIR_WEIGHT, rerank
 from backend.memory.retrieve import (
     DIVERSITY_WINDOW,
@@ -114,19 +114,33 @@ def test_a_chinese_message_skips_the_model() -> None:
     assert ids(result.ranked) == ids(RANKED)
 
 
-def test_a_chinese_memory_keeps_its_hybrid_score_and_is_not_sent() -> None:
+def test_a_chinese_memory_is_not_sent_and_counts_as_unvouched() -> None:
+    # The model cannot read the Chinese note: its share of the weight is no vouching, as
+    # for a memory below the top n, so the model's silence does not lift it over an
+    # English note it read (before, it kept its whole hybrid score and passed them all).
     ranked = [
-        scored("en", 0.9, "The user's dog is called Pepper"),
-        scored("zh", 0.8, "用户的狗叫胡椒"),
+        scored("en", 0.8, "The user's dog is called Pepper"),
+        scored("zh", 0.9, "用户的狗叫胡椒"),
+        scored("below", 0.85, "The user likes tea"),
     ]
-    model = ScriptedReranker({}, default=0.0)
-    result = rerank(ranked, "what is my dog called", model, n=2, weight=0.9)
+    model = ScriptedReranker({}, default=0.5)
+    result = rerank(ranked, "what is my dog called", model, n=2, weight=0.5)
     assert model.calls == [("what is my dog called", ["The user's dog is called Pepper"])]
     by_id = {item.memory.id: item.score for item in result.ranked}
-    assert by_id["zh"].final == pytest.approx(0.8) and by_id["zh"].rerank is None
-    assert by_id["en"].final == pytest.approx(0.1 * 0.9)
-    assert ids(result.ranked) == ["zh", "en"]  # the model's "no" for en does not bury zh
-    assert result.weights["zh"] == 0.0
+    assert by_id["zh"].final == pytest.approx(0.5 * 0.9) and by_id["zh"].rerank is None
+    assert by_id["en"].final == pytest.approx(0.5 * 0.8 + 0.5 * 0.5)
+    assert by_id["below"].final == pytest.approx(0.5 * 0.85)
+    assert ids(result.ranked) == ["en", "zh", "below"]
+    assert result.weights["zh"] == 0.0 and result.query_weight == pytest.approx(0.5)
+
+
+def test_a_partly_chinese_memory_keeps_the_model_s_word_for_its_english_share() -> None:
+    # 2 of its 13 letters are CJK: the model's verdict counts for 11/13 of the query's weight.
+    ranked = [scored("mixed", 0.6, "Dumpling 饺子 cat")]
+    model = ScriptedReranker({}, default=1.0)
+    result = rerank(ranked, "my cat", model, n=1, weight=0.3)
+    share = 1.0 - cjk_share("Dumpling 饺子 cat")
+    assert result.ranked[0].score.final == pytest.approx(0.7 * 0.6 + 0.3 * share * 1.0)
 
 
 def test_a_mixed_message_weighs_the_model_less() -> None:
