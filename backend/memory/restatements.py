@@ -92,6 +92,22 @@ def fact_similarity(
     return fact_similarities(memories, stats, weights)[0]
 
 
+def _vector_cosines(
+    memories: Sequence[Memory], weights: HybridWeights
+) -> tuple[np.ndarray, np.ndarray]:
+    """The memories' pairwise vector cosines in one space (of two CJK memories only
+    ``cjk_cosine`` of it; 0 in the rows and columns of a MISSING vector), and which
+    memories have a usable vector."""
+    rows, ok = _unit_rows(memories)
+    unit = rows.astype(np.float32)
+    cos = (unit @ unit.T).astype(np.float64)
+    cjk = np.array([is_cjk(m.content) for m in memories])
+    cos = np.where(np.outer(cjk, cjk), cos * clamp01(weights.cjk_cosine), cos)
+    cos[~ok, :] = 0.0
+    cos[:, ~ok] = 0.0
+    return cos, ok
+
+
 def fact_similarities(
     memories: Sequence[Memory],
     stats: CorpusStats | None = None,
@@ -118,16 +134,8 @@ def fact_similarities(
     if parts is not None:
         cos, ok = parts.pair_cosines(memories)
     else:
-        rows, ok = _unit_rows(memories)
+        cos, ok = _vector_cosines(memories, weights)
     if ok.sum() >= 2:
-        if parts is None:
-            unit = rows.astype(np.float32)
-            cos = (unit @ unit.T).astype(np.float64)
-            cjk = np.array([is_cjk(m.content) for m in memories])
-            both = np.outer(cjk, cjk)
-            cos = np.where(both, cos * clamp01(weights.cjk_cosine), cos)
-            cos[~ok, :] = 0.0
-            cos[:, ~ok] = 0.0
         similarity = np.maximum(lexical, cos)
         same = np.maximum(lexical, np.where(cos >= cosine_min, cos, 0.0))
     similarity = np.clip(similarity, 0.0, 1.0)
