@@ -176,15 +176,18 @@ class Maker:
         return f"My {self.pick(SUBJECTS)} wants to get a {self.pick(PETS)}. Thoughts?"
 
 
-def paraphrase(base: np.ndarray, rng: np.random.Generator, split: int | None) -> np.ndarray:
+def paraphrase(
+    base: np.ndarray, rng: np.random.Generator, split: int | None, noise: float = NOISE
+) -> np.ndarray:
     """``base`` plus gaussian noise: each part (the whole vector, or the two parts of a
-    two-part one) renormalised to its own length, its cosine to the base about 0.7."""
+    two-part one) renormalised to its own length; at ``NOISE`` its cosine to the base is
+    about 0.7. ``noise`` is per coordinate at 384-d (scaled to each part's size)."""
     cuts = [0, base.shape[0]] if split is None else [0, split, base.shape[0]]
     out = np.empty_like(base)
     for lo, hi in itertools.pairwise(cuts):
         part = base[lo:hi]
         length = float(np.linalg.norm(part))
-        sigma = NOISE * np.sqrt(384 / (hi - lo))  # NOISE is per coordinate at 384-d
+        sigma = noise * np.sqrt(384 / (hi - lo))
         noisy = part / length + rng.standard_normal(hi - lo).astype(np.float32) * sigma
         out[lo:hi] = noisy / np.linalg.norm(noisy) * length
     return out

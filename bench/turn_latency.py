@@ -1,14 +1,15 @@
 """Turn latency: the app's time-to-first-token overhead, and turn wall time vs max(main, hippo).
 
     python -m bench.turn_latency [--memories 10000] [--repeats 50] [--wall-repeats 10]
-                                 [--ttft-ms 300] [--hippo-ms 200 800 1500]
+                                 [--ttft-ms 300] [--hippo-ms 200 800 1500] [--embedder NAME]
 
 Real components end to end: two ``ScriptedOpenAIServer``s on loopback (real sockets,
 real SSE), each in a process of its own (a real upstream is elsewhere; in-process its
 threads would compete with the app for the interpreter lock), one answering the chat role
 and one the hippocampus role (one server per role, so that each request gets its role's
 scripted latency however the two concurrent requests interleave), reached through
-``OpenAICompatChatModel`` (one instance per role); the local MiniLM embedder; a
+``OpenAICompatChatModel`` (one instance per role); the app's default local embedder
+(``--embedder``; ``minilm-use``: MiniLM and USE, two searches a turn); a
 persistent Chroma store in a temp dir pre-filled with ``--memories`` memories in the
 benchmark namespace (a few hundred distinct generated sentences embedded for real, the
 rest perturbed and renormalised copies of their vectors with varied text); all wired by
@@ -50,7 +51,8 @@ import numpy as np
 
 from backend.clock import SystemClock
 from backend.config import MemorySettings
-from backend.embeddings.local_minilm import LocalMiniLMEmbedder
+from backend.embeddings.factory import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, build_embedder
+from backend.embeddings.port import Embedder, vector_split
 from backend.engine.services import build_services
 from backend.engine.turn import TurnEngine, TurnRequest
 from backend.hippocampus import SessionMemoryState, build_messages, hippocampus_schema
@@ -68,6 +70,7 @@ from bench._rig import (
     percentile,
     split_chunks,
 )
+from bench.retrieval_latency import paraphrase
 from tests.engine.wiring import app_settings
 from tests.llm.scripted_server import Reply
 
@@ -84,7 +87,7 @@ PERTURB_SIGMA = 0.45
 
 def prefill(
     store: ChromaVectorStore,
-    embedder: LocalMiniLMEmbedder,
+    embedder: Embedder,
     ns: Namespace,
     n: int,
     base_count: int,
@@ -99,6 +102,7 @@ def prefill(
         content, category = maker.memory()
         bases.setdefault(content, category)
     texts = list(bases)
+    split = vector_split(embedder)
     started = time.perf_counter()
     vectors = embedder.embed(texts)
     embedded = time.perf_counter()
@@ -114,10 +118,8 @@ def prefill(
             vector = vectors[b]
             content = texts[b]
         else:
-            noisy = vectors[b] + rng.standard_normal(vectors.shape[1]).astype(np.float32) * (
-                PERTURB_SIGMA / np.sqrt(vectors.shape[1])
-            )
-            vector = noisy / np.linalg.norm(noisy)
+            # Each part of a two-part vector perturbed on its own, as the store keeps it.
+            vector = paraphrase(vectors[b], rng, split, noise=PERTURB_SIGMA / np.sqrt(384))
             content = f"{texts[b]}{asides[i % len(asides)]} (note {i})"
         created = now - timedelta(days=float(rng.uniform(0, 365)))
         emotional = rng.random() < 0.3
@@ -270,7 +272,7 @@ async def run(args: argparse.Namespace) -> list[str]:
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp:
         loaded = time.perf_counter()
-        embedder = LocalMiniLMEmbedder()
+        embedder = build_embedder("local", model=args.embedder)
         load_s = time.perf_counter() - loaded
         store = ChromaVectorStore.persistent(Path(tmp) / "chroma")
         embed_s, upsert_s = prefill(
@@ -306,8 +308,8 @@ async def run(args: argparse.Namespace) -> list[str]:
                     machine_line(),
                     f"namespace: {stored} memories in Chroma (persistent, temp dir); "
                     f"{min(args.base_sentences, args.memories)} distinct sentences embedded "
-                    f"in {embed_s:.1f} s, upserted in {upsert_s:.1f} s; MiniLM loaded in "
-                    f"{load_s:.1f} s, {embedder.intra_op_threads} intra-op threads; retrieval "
+                    f"in {embed_s:.1f} s, upserted in {upsert_s:.1f} s; embedder "
+                    f"{embedder.model} loaded in {load_s:.1f} s; retrieval "
                     f"mode {memory_settings.activation_policy().retrieval.mode}, "
                     f"pool {memory_settings.activation_policy().pool}",
                     "",
@@ -465,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--wall-repeats", type=int, default=10, help="timed turns per pair")
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
+                        help="the offline embedder; default: the app's")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = argv
     args.repeats = max(1, args.repeats)

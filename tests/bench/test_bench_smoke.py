@@ -47,6 +47,7 @@ def test_turn_latency_prints_both_tables(capsys: pytest.CaptureFixture[str]) -> 
     assert out.startswith("command: python -m bench.turn_latency")
     assert "nproc" in out and "load average" in out
     assert "50 memories in Chroma" in out
+    assert "use-multilingual-v3" in out  # the app's default embedder, both its parts
     ttft = _header(out, "measure")
     assert ttft == ["measure", "p50 ms", "p95 ms"]
     labels = [row[0] for row in _rows(out, ttft)]
