@@ -35,6 +35,7 @@ from backend.hippocampus import (
 from backend.hippocampus.compact import (
     build_compact_messages,
     compact_schema,
+    in_chinese,
     new_messages,
     parse_compact,
     roll_background,
@@ -77,10 +78,14 @@ async def _ask(
     """One hippocampus call in the configured contract, parsed."""
     if engine.settings.hippocampus_mode == "compact":
         openers = run_openers(state, text) if engine.settings.compact_subjects else None
-        schema = compact_schema(len(new_messages(state, text)), openers)
+        reads = new_messages(state, text)
+        chinese = in_chinese(reads)
+        schema = compact_schema(len(reads), openers, chinese=chinese)
         completion = await asyncio.wait_for(
             engine.hippocampus.complete(
-                build_compact_messages(state, text, named_subjects=openers is not None),
+                build_compact_messages(
+                    state, text, named_subjects=openers is not None, chinese=chinese
+                ),
                 json_schema=schema,
             ),
             timeout=engine.settings.hippocampus_timeout_s,

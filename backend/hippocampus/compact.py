@@ -45,6 +45,7 @@ from backend.hippocampus.parse import HippocampusParseError, clean_text
 from backend.hippocampus.schema import BACKGROUND_MAX_CHARS
 from backend.hippocampus.state import HippocampusResult, SessionMemoryState
 from backend.memory.emotions import EMOTION_LABELS, canonical_emotion
+from backend.memory.hybrid import cjk_share
 from backend.memory.keywords import extract_keywords
 from backend.memory.screening import importance_prior, infer_category
 from backend.memory.subjects import CONTEXT_TURNS, named_in, names_said, things_in
@@ -56,6 +57,8 @@ NEW_MESSAGE_MAX_TOKENS = 600
 # A fact the user stated in so many words: the screening checks the words themselves.
 COMPACT_CONFIDENCE = 0.9
 NO_FEELING = "neutral"
+# The share of CJK letters from which a run's messages are taken as Chinese (in_chinese).
+CHINESE_SHARE = 0.5
 
 
 # How a fact may open besides a name of the user's words: the user themself.
@@ -101,11 +104,17 @@ def _opening_pattern(openers: Sequence[str]) -> str:
     return "^(" + "|".join(heads) + ")" + r'[^"\\\x00-\x1F]*$'
 
 
-def compact_schema(messages: int = 1, openers: Sequence[str] | None = None) -> dict[str, Any]:
+def compact_schema(
+    messages: int = 1, openers: Sequence[str] | None = None, *, chinese: bool = False
+) -> dict[str, Any]:
     """The answer's JSON schema: :data:`MAX_FACTS` facts per message read (a catch-up
     run reads several), at most ``3 * MAX_FACTS``; ``openers``: what a fact may open
-    with (:func:`fact_openers`), or None for any sentence."""
+    with (:func:`fact_openers`), or None for any sentence. ``chinese`` (the messages are
+    in Chinese, :func:`in_chinese`): a fact opens with 用户 or a name in CJK, so that it
+    is written in the user's language and the screening can find its words in theirs."""
     item: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": FACT_MAX_CHARS}
+    if chinese:
+        openers = [o for o in (openers or USER_OPENERS) if not o.isascii()] or ["用户"]
     if openers:
         item["pattern"] = _opening_pattern(openers)
     return {
@@ -171,6 +180,34 @@ _EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
 )
 
+# For a message in Chinese (:func:`in_chinese`), the rules and examples say so. Only then:
+# in every run's prompt they leaked into English runs (the 0.5B wrote "用户在vent mostly。"
+# for an English message, and late_night_diary's probes fell from 7/7 to 4/7), and said
+# with the message alone, after the cached prefix, they were followed less (more facts of
+# a sister or a boyfriend written as the user's). A Chinese run reads its own prefix.
+_CHINESE_RULE = 'A message in Chinese gets its facts in Chinese, each starting with "用户".'
+_CHINESE_EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "NEW MESSAGE:\n累死了😩 我在医院当护士，夜班太多了。我家狗狗豆豆都十二岁了",
+        {"facts": ["用户在医院当护士。", "用户的狗豆豆十二岁了。"], "emotion": "tiredness"},
+    ),
+)
+
+
+def _in_chinese_rules(system: str) -> str:
+    """``system`` with the Chinese rule after the one on how a fact is written."""
+    anchor = "names, numbers and key words."
+    return system.replace(anchor, f"{anchor} {_CHINESE_RULE}", 1)
+
+
+def in_chinese(texts: Sequence[str]) -> bool:
+    """Whether the messages a run reads are mostly CJK: their facts are then asked for in
+    Chinese. An English fact of a Chinese message is a translation, and translations
+    fail the screening's support test (docs/memory-formation.md, "Supported"): the
+    default 0.5B wrote "The user's boyfriend is a firefighter." for 我男朋友叫阿杰，他是消防员,
+    and "The user is going to考驾照." for 我下周五要去考驾照."""
+    return cjk_share(" ".join(texts)) >= CHINESE_SHARE
+
 
 def new_messages(state: SessionMemoryState, user_message: str) -> tuple[str, ...]:
     """What this run reads for facts: the catch-up batch (messages a failed run never
@@ -194,13 +231,22 @@ COMPACT_SYSTEM_NAMED = COMPACT_SYSTEM.replace(
 
 
 def build_compact_messages(
-    state: SessionMemoryState, user_message: str, *, named_subjects: bool = False
+    state: SessionMemoryState,
+    user_message: str,
+    *,
+    named_subjects: bool = False,
+    chinese: bool = False,
 ) -> list[dict[str, str]]:
     """The compact request: rules, the worked examples, then this turn's data.
-    ``named_subjects``: the rules for ``hippocampus.compact_subjects``."""
+    ``named_subjects``: the rules for ``hippocampus.compact_subjects``; ``chinese``: the
+    messages are in Chinese (:func:`in_chinese`), and their facts are asked for in it."""
     system = COMPACT_SYSTEM_NAMED if named_subjects else COMPACT_SYSTEM
+    examples = _EXAMPLES
+    if chinese:
+        system = _in_chinese_rules(system)
+        examples = (*_EXAMPLES, *_CHINESE_EXAMPLES)
     messages: list[dict[str, str]] = [{"role": "system", "content": system}]
-    for prompt, answer in _EXAMPLES:
+    for prompt, answer in examples:
         messages.append({"role": "user", "content": prompt})
         messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})
     texts = [truncate_middle(t, NEW_MESSAGE_MAX_TOKENS) for t in new_messages(state, user_message)]

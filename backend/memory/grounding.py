@@ -89,6 +89,9 @@ _PHATIC_ZH = tuple(
 )
 # CJK bigrams that carry no content (用户 is "the user").
 _CJK_FUNCTION = _words("用户 我的 你的 他的 她的 我们 你们 他们 的是 是一 一个 这个 那个")
+# "The user" in a Chinese fact: a subject word, cut out before the bigrams, so that the
+# seams it leaves (户的, 户在 of 用户的妹妹, 用户在银行) are not words the user never said.
+_CJK_USER = re.compile("用户的?")
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -129,7 +132,8 @@ def _tokens(text: str, ignore: frozenset[str]) -> frozenset[str]:
             raw = raw.rsplit("'", 1)[0]
         for word in _split_cjk(raw) if not raw.isascii() else [raw]:
             if is_cjk(word):
-                out.update(t for t in _cjk_tokens(word) if t not in _CJK_FUNCTION)
+                for piece in _CJK_USER.split(word):
+                    out.update(t for t in _cjk_tokens(piece) if t and t not in _CJK_FUNCTION)
             elif word[0].isdigit():
                 out.add(word.replace(",", ""))
             elif len(word) >= 2 and word not in ignore:

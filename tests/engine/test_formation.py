@@ -92,6 +92,20 @@ async def test_compact_mode_extracts_facts_and_code_keeps_the_rest(compact: Rig)
     ]
 
 
+async def test_a_chinese_message_is_remembered_in_chinese(compact: Rig) -> None:
+    # Asked in English, the default 0.5B translated ("The user's boyfriend is a
+    # firefighter."), and the screening cannot ground a translation: nothing was kept.
+    compact.hippocampus.enqueue([compact_answer("用户的男朋友阿杰是消防员。")])
+    compact.chat.enqueue(["消防员很辛苦呢。"])
+    said = "我男朋友叫阿杰，他是消防员。"
+    _, report = await compact.engine.run(TurnRequest(user_id="u1", text=said))
+    request = compact.hippocampus.calls[-1]
+    assert request.json_schema is not None
+    assert request.json_schema["properties"]["facts"]["items"]["pattern"].startswith("^((用户))")
+    assert '"用户"' in request.messages[0]["content"]
+    assert [w["content"] for w in report["written"]] == ["用户的男朋友阿杰是消防员。"]
+
+
 async def test_compact_subjects_constrain_how_a_fact_opens(compact: Rig) -> None:
     settings = dataclasses.replace(compact.engine.settings, compact_subjects=True)
     compact.engine.settings = settings

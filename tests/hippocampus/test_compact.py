@@ -15,6 +15,7 @@ from backend.hippocampus.compact import (
     build_compact_messages,
     compact_schema,
     fact_openers,
+    in_chinese,
     parse_compact,
     roll_background,
     run_openers,
@@ -161,3 +162,34 @@ def test_a_failed_compact_run_leaves_the_message_for_the_next_one() -> None:
     assert "- I'm allergic to shellfish" in build_compact_messages(after, "hi")[-1]["content"]
     result = parse_compact('{"facts": [], "emotion": "calm"}', after)
     assert merge(after, result, "hi", "hello", token_budget=1500, catch_up="message").missed == ()
+
+
+def test_a_run_of_chinese_messages_asks_for_chinese_facts() -> None:
+    assert in_chinese(["我养了一只仓鼠，叫土豆。"])
+    assert not in_chinese(["my hamster 土豆 is two years old"])
+    pattern = re.compile(compact_schema(1, chinese=True)["properties"]["facts"]["items"]["pattern"])
+    assert pattern.match("用户的仓鼠叫土豆。")
+    # An English fact of a Chinese message is a translation the screening cannot ground.
+    assert not pattern.match("The user's hamster is called Tudou.")
+    assert not pattern.match("The user's仓鼠 is called 土豆.")
+    named = compact_schema(1, fact_openers(["我的仓鼠叫土豆"]), chinese=True)
+    named_pattern = re.compile(named["properties"]["facts"]["items"]["pattern"])
+    assert named_pattern.match("土豆两岁了。") and not named_pattern.match("The user is ok.")
+
+
+def test_only_a_chinese_run_reads_the_chinese_rule_and_example() -> None:
+    english = build_compact_messages(STATE, "my hamster Tudou is two")
+    chinese = build_compact_messages(STATE, "我的仓鼠叫土豆", chinese=True)
+    assert english[0]["content"] == COMPACT_SYSTEM  # the cached prefix, as before
+    assert not any("用户" in m["content"] for m in english[:-1])
+    assert '"用户"' in chinese[0]["content"]
+    assert any("用户在医院当护士" in m["content"] for m in chinese[1:-1])
+    assert chinese[-1]["content"] == "NEW MESSAGE:\n我的仓鼠叫土豆"
+
+
+def test_the_chinese_opening_grammar_compiles_for_llama_cpp() -> None:
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    schema = compact_schema(1, chinese=True)
+    compiled = grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    item = next(r for r in compiled._grammar.splitlines() if r.startswith("facts-item"))
+    assert '(("用户"))' in item  # the fact opens with 用户

@@ -114,6 +114,15 @@ def test_support_counts_stems_not_endings() -> None:
     assert support("The user plans a marriage.", ["my sister married"]) == 0.5
 
 
+def test_a_chinese_fact_reads_the_user_as_a_subject_word() -> None:
+    # 用户的仓鼠 against 我…仓鼠: the seam 户的 is no word the user never said (0.5 with
+    # it, under the gate's 0.6; 鼠叫 spans the user's comma).
+    assert support("用户的仓鼠叫土豆。", ["我养了一只仓鼠，叫土豆。"]) == 0.75
+    assert support("用户在一家银行做会计。", ["我在一家银行做会计，已经五年了。"]) == 1
+    # What the user did not say still counts against it.
+    assert support("用户的仓鼠叫年糕。", ["我养了一只仓鼠，叫土豆。"]) < 0.6
+
+
 def test_screening_rejects_junk_with_reasons() -> None:
     out = screen(
         [
