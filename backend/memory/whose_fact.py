@@ -26,7 +26,12 @@ worse than none: the companion then tells the user they are a pug.
 A candidate that only names the user ("The user is Pickle.") is someone else's when the
 user called someone of theirs by that name ("my cat Pickle"): ``_named_by_relation``.
 
-English only (a Chinese candidate is never rejected here). Pure; no I/O.
+In Chinese the same steps read 用户… facts against the user's Chinese clauses (cut at
+，、；and sentence ends): a clause opening with 我 (not 我 and a relation) is the user's,
+我(的/家) and a relation word (我奶奶, 我室友) or 他/她/它 someone else's, any other
+clause has no subject of its own and continues the one before, as Chinese leaves it out:
+我奶奶今年九十岁了，身体还很好 written "用户的身体还很好。" is the grandmother's, and is
+rejected (no Chinese phrasing to refile it under). Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from backend.memory.entities import CANONICAL
 from backend.memory.grounding import support
 
 # The share of the predicate's content words one span must hold to be its source.
@@ -81,6 +87,15 @@ _NOT_NAMES = frozenset(
     )
 )  # fmt: skip
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# Chinese: a 用户 fact, the user's clauses, and whose each is.
+_CJK_USER_SUBJECT = re.compile(r"^\s*用户(?:的)?(?P<predicate>.+)$", re.DOTALL)
+_CJK_RELATIONS = sorted((w for w in CANONICAL if _CJK.search(w)), key=len, reverse=True)
+_CJK_RELATION = "|".join(map(re.escape, _CJK_RELATIONS))
+_CJK_SENTENCE = re.compile(r"[。！？!?；;\n]+")
+_CJK_CLAUSE = re.compile(r"[，,、]")
+_CJK_FILLER = re.compile(r"^(?:哈哈+|嗯+|啊+|对了|还有|而且|不过|然后|其实|所以|但是|可是)\s*")
+_CJK_SOMEONE = re.compile(rf"^我(?:的|家)?(?P<rel>{_CJK_RELATION})")
+_CJK_OTHERS = re.compile(r"^(?P<who>他们|她们|他|她|它)")
 
 
 def _words(text: str) -> list[str]:
@@ -161,11 +176,66 @@ def says_nothing(content: str) -> bool:
     return match is not None and match.group(1).lower() == match.group(2).lower()
 
 
+def _cjk_subject(clause: str) -> str | None:
+    """ "user", someone else's (我奶奶, 他), or None (no subject of its own)."""
+    text = _CJK_FILLER.sub("", clause.strip())
+    if (match := _CJK_SOMEONE.match(text)) is not None:
+        return f"我{match.group('rel')}"
+    if text.startswith("我"):
+        return "user"
+    match = _CJK_OTHERS.match(text)
+    return None if match is None else match.group("who")
+
+
+def _cjk_spans(message: str) -> list[tuple[str | None, str]]:
+    """(subject, text) of each span of a Chinese ``message`` (module docstring)."""
+    spans: list[tuple[str | None, str]] = []
+    for sentence in _CJK_SENTENCE.split(message):
+        current: tuple[str | None, str] | None = None
+        for clause in _CJK_CLAUSE.split(sentence):
+            if not clause.strip():
+                continue
+            own = _cjk_subject(clause)
+            if current is None or own is not None:
+                if current is not None:
+                    spans.append(current)
+                current = (own, clause)
+            else:
+                current = (current[0], f"{current[1]}，{clause}")
+        if current is not None:
+            spans.append(current)
+    # Someone else's span that also says 我 beyond its subject ("我妹妹和我…"): unknown.
+    return [
+        (None if s not in (None, "user") and "我" in t.strip()[len(s) :] else s, t)
+        for s, t in spans
+    ]
+
+
+def _someone_else_cjk(content: str, messages: Sequence[str]) -> str | None:
+    match = _CJK_USER_SUBJECT.match(content)
+    if match is None:
+        return None
+    predicate = match.group("predicate")
+    if re.search(_CJK_RELATION, predicate):  # 用户的猫…, 用户男朋友…: names its one
+        return None
+    best, whose = 0.0, None
+    for message in messages:
+        for subject, text in _cjk_spans(message):
+            score = support(predicate, [text])
+            if score > best or (score == best and subject == "user"):
+                best, whose = score, subject
+    if best < MIN_MATCH or whose in (None, "user"):
+        return None
+    return whose
+
+
 def someone_else(content: str, messages: Sequence[str]) -> str | None:
     """Whom the user said ``content``'s predicate of, when not themselves (module
     docstring); None when it is theirs, or when that cannot be told."""
+    if _CJK.search(content):
+        return _someone_else_cjk(content, messages)
     match = _USER_SUBJECT.match(content)
-    if match is None or _CJK.search(content):
+    if match is None:
         return None
     predicate = match.group("predicate")
     named = _IS_NAME.match(predicate.strip())

@@ -83,3 +83,35 @@ def test_a_name_the_user_gave_someone_else_is_not_the_users() -> None:
     reason = rejection("The user is Pickle.", said)
     assert reason is not None and "my cat" in reason
     assert rejection("The user is Mei.", said) is None
+
+
+@pytest.mark.parametrize(
+    ("candidate", "said", "whose"),
+    [
+        # The default 0.5B on bench/data/conversations_zh/chinese_diary.json: the second
+        # clause leaves its subject out, and the model filed it under the user.
+        ("用户的身体还很好。", "我奶奶今年九十岁了，身体还很好。", "我奶奶"),
+        ("用户下个月毕业。", "我室友小雨是学医的，下个月毕业。", "我室友"),
+        ("用户是消防员。", "我男朋友叫阿杰，他是消防员。", "他"),
+        ("用户今年三岁了。", "我的猫叫年糕，它今年三岁了。", "它"),
+    ],
+)
+def test_someone_elses_chinese_fact_as_the_users(candidate: str, said: str, whose: str) -> None:
+    assert someone_else(candidate, [said]) == whose
+    reason = rejection(candidate, [said])
+    assert reason is not None and "someone else" in reason
+
+
+@pytest.mark.parametrize(
+    ("candidate", "said"),
+    [
+        ("用户不能跑步了。", "我膝盖受过伤，不能跑步了。"),  # 我膝盖: a knee, not a relation
+        ("用户吃了会起疹子。", "我对芒果过敏，吃了会起疹子。"),
+        ("用户在一家银行做会计。", "我在一家银行做会计，已经五年了。"),
+        ("用户的猫今年三岁了。", "我的猫叫年糕，它今年三岁了。"),  # names whose it is
+        ("用户和妹妹一起去杭州。", "我妹妹和我一起去杭州。"),  # 我 again: the user's too
+    ],
+)
+def test_the_users_own_chinese_facts_pass(candidate: str, said: str) -> None:
+    assert someone_else(candidate, [said]) is None
+    assert rejection(candidate, [said]) is None

@@ -52,3 +52,17 @@ def test_the_gate_stores_a_user_fact_in_the_third_person() -> None:
     screened = screen_one(candidate, evidence)
     assert screened.rejected is None
     assert screened.candidate.content == "The user is Noor, the user teaches chemistry in Leeds."
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        # The default 0.5B on the long session's Chinese stretch copied the clause whole.
+        ("用户上次打电话她一直问我找没找男朋友。", "用户上次打电话她一直问用户找没找男朋友。"),
+        ("用户的妹妹比我的表姐高。", "用户的妹妹比用户的表姐高。"),
+        ("用户说我们下次一起去。", "用户说我们下次一起去。"),  # 我们, "we": the user and others
+        ("用户说：「我不吃香菜」", "用户说：「我不吃香菜」"),  # a quotation stays as said
+    ],
+)
+def test_a_chinese_fact_says_the_user_not_i(said: str, stored: str) -> None:
+    assert third_person(said) == stored
