@@ -31,7 +31,8 @@ In Chinese the same steps read 用户… facts against the user's Chinese clause
 我(的/家) and a relation word (我奶奶, 我室友) or 他/她/它 someone else's, any other
 clause has no subject of its own and continues the one before, as Chinese leaves it out:
 我奶奶今年九十岁了，身体还很好 written "用户的身体还很好。" is the grandmother's, and is
-rejected (no Chinese phrasing to refile it under). Pure; no I/O.
+rejected (no Chinese phrasing to refile it under). A span with the user beside its
+subject (和我, 我们) is unknown; 我 as an object (比我还忙, 一直问我) is not. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ _CJK_CLAUSE = re.compile(r"[，,、]")
 _CJK_FILLER = re.compile(r"^(?:哈哈+|嗯+|啊+|对了|还有|而且|不过|然后|其实|所以|但是|可是)\s*")
 _CJK_SOMEONE = re.compile(rf"^我(?:的|家)?(?P<rel>{_CJK_RELATION})")
 _CJK_OTHERS = re.compile(r"^(?P<who>他们|她们|他|她|它)")
+_CJK_WITH_ME = re.compile(r"(?:和|跟|与|同)我|我们")
 
 
 def _words(text: str) -> list[str]:
@@ -204,9 +206,10 @@ def _cjk_spans(message: str) -> list[tuple[str | None, str]]:
                 current = (current[0], f"{current[1]}，{clause}")
         if current is not None:
             spans.append(current)
-    # Someone else's span that also says 我 beyond its subject ("我妹妹和我…"): unknown.
+    # Someone else's span with the user beside its subject ("我妹妹和我…", 我们): unknown.
+    # 我 as an object ("比我还忙", "一直问我") leaves it someone else's.
     return [
-        (None if s not in (None, "user") and "我" in t.strip()[len(s) :] else s, t)
+        (None if s not in (None, "user") and _CJK_WITH_ME.search(t.strip()[len(s) :]) else s, t)
         for s, t in spans
     ]
 

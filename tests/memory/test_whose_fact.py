@@ -94,6 +94,8 @@ def test_a_name_the_user_gave_someone_else_is_not_the_users() -> None:
         ("用户下个月毕业。", "我室友小雨是学医的，下个月毕业。", "我室友"),
         ("用户是消防员。", "我男朋友叫阿杰，他是消防员。", "他"),
         ("用户今年三岁了。", "我的猫叫年糕，它今年三岁了。", "它"),
+        # The long session: the grandmother dances; 我 as an object leaves it hers.
+        ("用户每天去公园跳广场舞，比我还忙哈哈。", "她每天去公园跳广场舞，比我还忙哈哈", "她"),
     ],
 )
 def test_someone_elses_chinese_fact_as_the_users(candidate: str, said: str, whose: str) -> None:
@@ -109,7 +111,8 @@ def test_someone_elses_chinese_fact_as_the_users(candidate: str, said: str, whos
         ("用户吃了会起疹子。", "我对芒果过敏，吃了会起疹子。"),
         ("用户在一家银行做会计。", "我在一家银行做会计，已经五年了。"),
         ("用户的猫今年三岁了。", "我的猫叫年糕，它今年三岁了。"),  # names whose it is
-        ("用户和妹妹一起去杭州。", "我妹妹和我一起去杭州。"),  # 我 again: the user's too
+        ("用户和妹妹一起去杭州。", "我妹妹和我一起去杭州。"),  # 和我: the user's too
+        ("用户上次打电话她一直问我找没找男朋友。", "上次打电话她一直问我找没找男朋友"),
     ],
 )
 def test_the_users_own_chinese_facts_pass(candidate: str, said: str) -> None:
