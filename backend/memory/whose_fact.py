@@ -38,7 +38,7 @@ subject (和我, 我们) is unknown; 我 as an object (比我还忙, 一直问�
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from backend.memory.entities import CANONICAL
 from backend.memory.grounding import support
@@ -120,23 +120,35 @@ def _subject(clause: str) -> str | None:
     return None if relation is None else f"my {relation}"
 
 
-def _spans(message: str) -> list[tuple[str | None, str]]:
-    """(subject, text) of each span of ``message`` (module docstring, step 2)."""
+def _grouped(
+    sentences: Sequence[str],
+    clauses: re.Pattern[str],
+    subject_of: Callable[[str], str | None],
+    joiner: str,
+) -> list[tuple[str | None, str]]:
+    """(subject, text) spans: each sentence cut at ``clauses``; a clause with a subject of
+    its own (``subject_of``) starts a span, one without continues the one before."""
     spans: list[tuple[str | None, str]] = []
-    for sentence in _SENTENCE.split(message):
+    for sentence in sentences:
         current: tuple[str | None, str] | None = None
-        for clause in _CLAUSE.split(sentence):
+        for clause in clauses.split(sentence):
             if not clause.strip():
                 continue
-            own = _subject(clause)
+            own = subject_of(clause)
             if current is None or own is not None:
                 if current is not None:
                     spans.append(current)
                 current = (own, clause)
             else:
-                current = (current[0], f"{current[1]}, {clause}")
+                current = (current[0], f"{current[1]}{joiner}{clause}")
         if current is not None:
             spans.append(current)
+    return spans
+
+
+def _spans(message: str) -> list[tuple[str | None, str]]:
+    """(subject, text) of each span of ``message`` (module docstring, step 2)."""
+    spans = _grouped(_SENTENCE.split(message), _CLAUSE, _subject, ", ")
     return [(_unless_mine(subject, text), text) for subject, text in spans]
 
 
@@ -191,27 +203,31 @@ def _cjk_subject(clause: str) -> str | None:
 
 def _cjk_spans(message: str) -> list[tuple[str | None, str]]:
     """(subject, text) of each span of a Chinese ``message`` (module docstring)."""
-    spans: list[tuple[str | None, str]] = []
-    for sentence in _CJK_SENTENCE.split(message):
-        current: tuple[str | None, str] | None = None
-        for clause in _CJK_CLAUSE.split(sentence):
-            if not clause.strip():
-                continue
-            own = _cjk_subject(clause)
-            if current is None or own is not None:
-                if current is not None:
-                    spans.append(current)
-                current = (own, clause)
-            else:
-                current = (current[0], f"{current[1]}，{clause}")
-        if current is not None:
-            spans.append(current)
+    spans = _grouped(_CJK_SENTENCE.split(message), _CJK_CLAUSE, _cjk_subject, "，")
     # Someone else's span with the user beside its subject ("我妹妹和我…", 我们): unknown.
     # 我 as an object ("比我还忙", "一直问我") leaves it someone else's.
     return [
         (None if s not in (None, "user") and _CJK_WITH_ME.search(t.strip()[len(s) :]) else s, t)
         for s, t in spans
     ]
+
+
+def _whose_span(
+    predicate: str,
+    messages: Sequence[str],
+    spans_of: Callable[[str], list[tuple[str | None, str]]],
+) -> str | None:
+    """The subject of the span that best supports ``predicate`` (on a tie, the user's),
+    when it is someone else's and supports it enough (step 3); else None."""
+    best, whose = 0.0, None
+    for message in messages:
+        for subject, text in spans_of(message):
+            score = support(predicate, [text])
+            if score > best or (score == best and subject == "user"):
+                best, whose = score, subject
+    if best < MIN_MATCH or whose in (None, "user"):
+        return None
+    return whose
 
 
 def _someone_else_cjk(content: str, messages: Sequence[str]) -> str | None:
@@ -221,15 +237,7 @@ def _someone_else_cjk(content: str, messages: Sequence[str]) -> str | None:
     predicate = match.group("predicate")
     if re.search(_CJK_RELATION, predicate):  # 用户的猫…, 用户男朋友…: names its one
         return None
-    best, whose = 0.0, None
-    for message in messages:
-        for subject, text in _cjk_spans(message):
-            score = support(predicate, [text])
-            if score > best or (score == best and subject == "user"):
-                best, whose = score, subject
-    if best < MIN_MATCH or whose in (None, "user"):
-        return None
-    return whose
+    return _whose_span(predicate, messages, _cjk_spans)
 
 
 def someone_else(content: str, messages: Sequence[str]) -> str | None:
@@ -246,12 +254,4 @@ def someone_else(content: str, messages: Sequence[str]) -> str | None:
         return _named_by_relation(named.group("name"), messages)
     if _names_someone(predicate):
         return None
-    best, whose = 0.0, None
-    for message in messages:
-        for subject, text in _spans(message):
-            score = support(predicate, [text])
-            if score > best or (score == best and subject == "user"):
-                best, whose = score, subject
-    if best < MIN_MATCH or whose in (None, "user"):
-        return None
-    return whose
+    return _whose_span(predicate, messages, _spans)
