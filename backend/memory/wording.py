@@ -6,7 +6,7 @@ notes, read by the companion) "I" would be the companion. Once the save gate has
 that a fact is the user's, its first-person words are put in the third person:
 
 - "my" → "the user's", "mine" → "the user's", "myself" → "themself", "me" → "the user";
-- 我 → 用户 and 我的 → 用户的 (我们, "we", stays);
+- 我 → 用户 and 我的 → 用户的 (我们, "we", and 自我, "self", stay);
 - "I" (and "I'm", "I've", "I'd", "I'll") → "the user" with the verb after it made
   third-person singular: "I teach" → "the user teaches", "I am" → "the user is", "I have"
   → "the user has", "I don't" → "the user doesn't"; past tenses, modals and unknown
@@ -114,10 +114,10 @@ _ADVERBS = frozenset(
         "rarely",
     ]
 )
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)\b|我(?!们)")
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)\b|(?<!自)我(?!们)")
 # Chinese: 我 (not 我们, "we") → 用户, as a compact fact copies the user's clause ("用户上次打电话
 # 她一直问我什么时候找男朋友": shown as "你…问我…", the companion's 我).
-_CJK_I = re.compile(r"我(?!们)(?:的)?")
+_CJK_I = re.compile(r"(?<!自)我(?!们)(?:的)?")  # 自我 ("self", 自我介绍) is no "I"
 _I_CLAUSE = re.compile(
     r"\bI('m|'ve|'d|'ll)?\b(\s+)((?:(?:" + "|".join(_ADVERBS) + r")\s+)*)([A-Za-z']+)"
 )

@@ -61,6 +61,7 @@ def test_the_gate_stores_a_user_fact_in_the_third_person() -> None:
         ("用户上次打电话她一直问我找没找男朋友。", "用户上次打电话她一直问用户找没找男朋友。"),
         ("用户的妹妹比我的表姐高。", "用户的妹妹比用户的表姐高。"),
         ("用户说我们下次一起去。", "用户说我们下次一起去。"),  # 我们, "we": the user and others
+        ("用户想写一份自我介绍。", "用户想写一份自我介绍。"),  # 自我, "self": no "I"
         ("用户说：「我不吃香菜」", "用户说：「我不吃香菜」"),  # a quotation stays as said
     ],
 )
