@@ -204,8 +204,10 @@ PHATIC_PHRASES = (
 """Greeting, thanks and filler phrases, English and Chinese."""
 
 CJK_SUBJECT_WORDS = ("用户", "他们", "她们", "他", "她", "助手", "伙伴")
+# (都, "all", is not one: it is half of 成都, 首都 and 京都, and "用户老家在成都。" read as one
+# content word, 老家, and was judged phatic.)
 CJK_STOP_CHARS = frozenset(
-    "的了吗呢吧啊呀哦嘛我你您它们是在很也都就和与及或说又还这那个有着过把被给让"
+    "的了吗呢吧啊呀哦嘛我你您它们是在很也就和与及或说又还这那个有着过把被给让"
 )
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

@@ -61,7 +61,7 @@ def test_chinese_greetings_are_phatic(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     ["The user runs at night.", "The user's knee is fine now.", "用户的姐姐在成都结婚",
-     "The user always mixes up he and she in English."],
+     "用户老家在成都。", "The user always mixes up he and she in English."],
 )  # fmt: skip
 def test_short_facts_are_not_phatic(text: str) -> None:
     assert scoring.phatic_reason(text) is None
