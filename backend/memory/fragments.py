@@ -12,6 +12,12 @@ wrong about whoever it guesses "she" is (issue: memories about the right one).
   "they", their possessives and contractions, "its"; 他/她/它; not "it", which mostly
   names nothing on purpose: "It's normal to feel scared of thunder.") and names no one: no
   capitalised name after its first word, and not "the user";
+- **a dangling object**: a short, one-clause candidate whose last words are a preposition
+  and "it", "this" or "that", with no name and no number ("The user is pretty nervous
+  about it.", "The user has had enough of this."): what "it" was is lost with the
+  message, and the note says only that the user feels something about something. One
+  with a second clause keeps its "it", which may point back ("The user got a new job and
+  is nervous about it.");
 - **no statement**: a short phrase (``PHRASE_WORDS``) with no verb (an auxiliary, a
   common verb or irregular past form, or a word ending in "-ed", or in "-s" after the
   first word, that is not a possessive) and nothing specific (no number, no name), so
@@ -59,6 +65,15 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _DIGIT = re.compile(r"\d")
 _USER = re.compile(r"\buser\b")
+_DANGLING_OBJECT = re.compile(
+    r"\b(?:about|of|with|for|over|on|by|from|at|into|to)\s+(?:it|this|that)\s*[.!?…]*\s*$"
+)
+# Words that open a second clause, where "it" may find what it stands for.
+_CLAUSE_WORDS = frozenset(
+    ("and", "but", "because", "since", "so", "after", "before", "when", "while", "which",
+     "who", "where", "if", "although", "though", "until", "as")
+)  # fmt: skip
+DANGLING_WORDS = 10  # longer than this, a candidate says enough around its "it"
 
 
 def _flat(text: str) -> str:
@@ -89,6 +104,8 @@ def fragment_reason(content: str) -> str | None:
         return "a pronoun that names no one (who is meant is lost with the message)"
     if _CJK.search(text):
         return None
+    if _dangling_object(text, lower, words):
+        return 'an object that names nothing (what "it" was is lost with the message)'
     if len(words) > PHRASE_WORDS or proper_names(text):
         return None
     if _DIGIT.search(text) and (names_someone or any(w.endswith("'s") for w in words)):
@@ -96,3 +113,14 @@ def fragment_reason(content: str) -> str | None:
     if not _has_verb(words):
         return "no statement: nothing is said of it"
     return None
+
+
+def _dangling_object(text: str, lower: str, words: list[str]) -> bool:
+    return (
+        _DANGLING_OBJECT.search(lower) is not None
+        and len(words) <= DANGLING_WORDS
+        and "," not in text
+        and not _DIGIT.search(text)
+        and not proper_names(text)
+        and not _CLAUSE_WORDS.intersection(words)
+    )

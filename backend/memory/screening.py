@@ -5,8 +5,10 @@ invent (docs/memory-model.md, "The save gate", rule 0):
 
 1. **Content.** Greetings, thanks, filler and other content-free text are rejected
    (``grounding.is_content_free``), and so are fragments that cannot be read on their own:
-   a pronoun that names no one ("She makes it every autumn.") or a phrase that states
-   nothing ("The user's happy place."; ``fragments.fragment_reason``).
+   a pronoun that names no one ("She makes it every autumn."), an "it" that names nothing
+   ("The user is pretty nervous about it.") or a phrase that states nothing ("The user's
+   happy place."; ``fragments.fragment_reason``). Chat fillers a fact ends with ("The user
+   is Xiaoman btw.") are taken off first (``wording.without_chat_fillers``).
 2. **Grounding and subject.** The subject comes from who said it, never from the model's
    label: a candidate supported by the user's statements (``grounding.grounding``: enough
    of its content, and every number and name; a question states nothing: "Can I run on
@@ -67,7 +69,7 @@ from backend.memory.subjects import (
 )
 from backend.memory.types import Candidate, Emotion, clamp01
 from backend.memory.whose_fact import says_nothing, someone_else
-from backend.memory.wording import third_person
+from backend.memory.wording import CHAT_FILLER_WORDS, third_person, without_chat_fillers
 
 # Share of a candidate's content tokens the sources must hold (see grounding.py).
 MIN_SUPPORT = 0.6
@@ -194,7 +196,7 @@ def screen_one(
     candidate: Candidate, evidence: Evidence, *, min_support: float = MIN_SUPPORT
 ) -> Screened:
     """Rules 1-4 of the module docstring for one candidate."""
-    content = candidate.content.strip()
+    content = without_chat_fillers(candidate.content.strip())
     if is_content_free(content):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
     referent = None
@@ -243,6 +245,7 @@ def screen_one(
         replace(
             candidate,
             content=content,
+            keywords=tuple(k for k in candidate.keywords if k.casefold() not in CHAT_FILLER_WORDS),
             subject=subject,
             about=about(content, evidence.user, evidence.context) if subject == "user" else (),
             category=category,

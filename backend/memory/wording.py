@@ -13,7 +13,11 @@ that a fact is the user's, its first-person words are put in the third person:
   irregular forms are left as they are ("I moved", "I can", "I went").
 
 Only whole words are touched, only in a fact whose subject is the user, and never inside
-a quotation ("The user said: my dog ...", text in quotes). Pure.
+a quotation ("The user said: my dog ...", text in quotes).
+
+``without_chat_fillers`` takes off what a small extractor copies from the end of a chat
+message and no note should keep: "The user is Xiaoman btw.", "The user's name is Zhao Lei
+by the way.", "The user is pretty nervous honestly.", "…比我还忙哈哈。". Pure.
 """
 
 from __future__ import annotations
@@ -125,6 +129,32 @@ _I_CLAUSE = re.compile(
 
 # A quotation stays word for word: "The user said: my dog ...", or text in quotes.
 _QUOTED = re.compile(r"(\bsaid\s*:.*$|\"[^\"]*\"|“[^”]*”|「[^」]*」)", re.DOTALL)
+
+
+# Chat fillers a fact may end with (lower case or all capitals: "Haha" may be a name).
+_FILLERS_AT_END = re.compile(
+    r"(?:[\s,;:~\-–—]+(?:btw|BTW|by the way|lol|LOL|lmao|LMAO|rofl|tbh|TBH|ngl|imo|omg|OMG|"
+    r"to be honest|honestly|(?:ha){2,}|(?:HA){2,}|(?:he){2,}|xd|XD)\b)+"
+    r"(?P<end>[\s.!?…]*)$"
+)
+_CJK_FILLERS_AT_END = re.compile(r"(?:哈{2,}|呵{2,}|嘿{2,}|嘻{2,})(?P<end>[。！？!?…\s]*)$")
+# The words ``without_chat_fillers`` takes off, for the keywords extracted before it.
+CHAT_FILLER_WORDS = frozenset(
+    ("btw", "lol", "lmao", "rofl", "tbh", "ngl", "imo", "omg", "honestly", "haha", "hahaha",
+     "hahahaha", "hehe", "hehehe", "xd")
+)  # fmt: skip
+
+
+def without_chat_fillers(text: str) -> str:
+    """``text`` without the chat fillers it ends with ("…Xiaoman btw." → "…Xiaoman."),
+    its closing punctuation kept; a text that is nothing but fillers stays as it is."""
+    for pattern in (_FILLERS_AT_END, _CJK_FILLERS_AT_END):
+        match = pattern.search(text)
+        if match is None or not text[: match.start()].strip():
+            continue
+        end = match.group("end").strip()
+        text = text[: match.start()].rstrip(" ,;:~-–—") + (end or "")
+    return text
 
 
 def third_person(text: str) -> str:

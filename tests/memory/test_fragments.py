@@ -20,6 +20,11 @@ from .screened import rejection
         "The user's happy place.",
         "Tudou's wheel.",
         "25 km on the trainer.",  # a value, but of what and whose? (the fitness coach's)
+        # an "it" that names nothing (the default 0.5B, a first chat: "I'm pretty nervous
+        # about it honestly, I don't know anyone here yet", of the move the message before)
+        "The user is pretty nervous about it.",
+        "The user has had enough of this.",
+        "The user is looking forward to that!",
     ],
 )
 def test_fragments(text: str) -> None:
@@ -41,6 +46,12 @@ def test_fragments(text: str) -> None:
         "用户的奶奶每年秋天都包饺子。",
         "The user grew up by the sea.",  # an irregular past: no "-ed" to see
         "The user will be a bridesmaid (伴娘) at her sister's wedding.",
+        # an "it" with something to stand for: a second clause, a name, or a subject
+        "The user got a new job and is nervous about it.",
+        "The user told Priya about it.",
+        "The user loves it when it rains.",
+        "The user's friend Chen Jing checked it.",
+        "It is the user's first race, and she is nervous about it.",
     ],
 )
 def test_statements(text: str) -> None:
@@ -56,3 +67,11 @@ def test_the_gate_rejects_a_fragment_with_its_reason() -> None:
     assert rejection("She makes hundreds every autumn.", said, "relationship") is None
     named = "The user's grandma makes dumplings every autumn."
     assert rejection(named, said, "relationship") is None
+
+
+def test_the_gate_rejects_an_it_that_names_nothing() -> None:
+    said = ["I'm pretty nervous about it honestly, I don't know anyone here yet."]
+    reason = rejection("The user is pretty nervous about it honestly.", said, "emotion")
+    assert reason is not None and "names nothing" in reason
+    said = ["I got the nursing job in Lisbon and I'm pretty nervous about it"]
+    assert rejection("The user got a nursing job in Lisbon and is nervous about it.", said) is None

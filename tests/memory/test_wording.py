@@ -6,7 +6,7 @@ import pytest
 
 from backend.memory.screening import Evidence, screen_one
 from backend.memory.types import Candidate
-from backend.memory.wording import third_person
+from backend.memory.wording import third_person, without_chat_fillers
 
 
 @pytest.mark.parametrize(
@@ -67,3 +67,36 @@ def test_the_gate_stores_a_user_fact_in_the_third_person() -> None:
 )
 def test_a_chinese_fact_says_the_user_not_i(said: str, stored: str) -> None:
     assert third_person(said) == stored
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        # what the default 0.5B stored on the formation scripts and a first chat
+        ("The user is Xiaoman btw.", "The user is Xiaoman."),
+        ("The user's name is Zhao Lei by the way.", "The user's name is Zhao Lei."),
+        ("The user got the job lol!!!", "The user got the job!!!"),
+        ("The user is happy, haha, lol", "The user is happy"),
+        ("用户的奶奶每天早上都去公园跳广场舞哈哈。", "用户的奶奶每天早上都去公园跳广场舞。"),
+        # not at the end, a name, or nothing but a filler: left as they are
+        ("The user honestly likes tea.", "The user honestly likes tea."),
+        ("The user named her cat Haha.", "The user named her cat Haha."),
+        ("lol", "lol"),
+    ],
+)
+def test_chat_fillers_at_the_end_are_taken_off(written: str, stored: str) -> None:
+    assert without_chat_fillers(written) == stored
+
+
+def test_the_gate_stores_a_fact_without_its_filler_and_the_fillers_keyword() -> None:
+    evidence = Evidence(user=("deadline brain. I'm Xiaoman btw, most people call me Man",))
+    candidate = Candidate(
+        "The user is Xiaoman btw.",
+        importance=0.8,
+        confidence=0.9,
+        keywords=("user", "xiaoman", "btw"),
+    )
+    screened = screen_one(candidate, evidence)
+    assert screened.rejected is None
+    assert screened.candidate.content == "The user is Xiaoman."
+    assert screened.candidate.keywords == ("user", "xiaoman")
