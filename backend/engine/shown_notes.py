@@ -54,6 +54,7 @@ from backend.hippocampus.budget import estimate_tokens
 from backend.longterm.activation import Activation
 from backend.memory.hybrid import cosine_trust, relevance_evidence
 from backend.memory.keywords import keyword_set
+from backend.memory.own_questions import asks_for_profile
 from backend.memory.types import HybridWeights, Memory
 from backend.sessions.store import Message
 
@@ -259,14 +260,18 @@ class ShownNotes:
 def pertinent_ids(
     activation: Activation | None, query_text: str, weights: HybridWeights
 ) -> frozenset[str]:
-    """The recalled notes the message itself speaks for (``PERTINENT_EVIDENCE``)."""
+    """The recalled notes the message itself speaks for (``PERTINENT_EVIDENCE``); to a
+    message about the user as a whole ("what do you know about me?"), every recalled note
+    of the user: what it asks for, though it names none of them."""
     if activation is None:
         return frozenset()
     trust = cosine_trust(query_text, weights)
+    profile = asks_for_profile(query_text)
     return frozenset(
         item.memory.id
         for item in activation.retrieval.items
         if relevance_evidence(item.score, trust, weights) >= PERTINENT_EVIDENCE
+        or (profile and item.memory.subject == "user")
     )
 
 

@@ -19,6 +19,14 @@ join the query the ranking reads (``through_entities``). The user's edits of tha
 kept, the session store in the app), so "how's my grandma?" also reaches the facts of the
 names merged into her.
 
+A message that asks about the user as a whole ("what do you know about me?", "who am
+I?"; ``own_questions.asks_for_profile``) shares no word with any note: its pool also
+holds the user's ``PROFILE_POOL`` most important memories, and the user's memories below
+the relevance floor take the slots the message's own notes leave (``retrieve``'s
+``fill``), best first, restatements left out: "what do you know about me?" is answered
+from the user's best facts, "help me write a few lines about myself" keeps the notes its
+words find and fills the rest. They are held: shown, not reinforced.
+
 The hybrid ranking's top ``rerank_n`` are read again by the cross-encoder handed in as
 ``reranker`` (``backend.reranking``; ``None``: the stage is skipped), timed per activation
 (``Activation.rerank_ms``); on a machine too slow for them all within
@@ -39,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -56,6 +64,7 @@ from backend.memory.entities import (
 )
 from backend.memory.hybrid import CorpusStats, lexical_tokens, memory_tokens
 from backend.memory.keywords import extract_keywords, is_cjk
+from backend.memory.own_questions import asks_for_profile
 from backend.memory.rerank import Reranker
 from backend.memory.retrieve import Retrieval, held_below_floor, retrieve
 from backend.memory.types import (
@@ -71,6 +80,16 @@ from backend.stores.lexical_index import LexicalIndex
 from backend.stores.vector_port import VectorStore, VectorStoreUnavailable
 
 log = logging.getLogger(__name__)
+
+# A question about the user as a whole reads this many of their most important memories
+# besides its own pool (``with_profile``); ranking, the collapse and GIST choose ``k``.
+PROFILE_POOL = 24
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _of_the_user(memory: Memory) -> bool:
+    return memory.subject == "user"
+
 
 # A query embedding in flight: (vector or None, embedding ms, perf_counter when done).
 QueryEmbedding = Future[tuple[np.ndarray | None, float, float]]
@@ -278,6 +297,21 @@ class ActivationRetriever:
             if not m.is_superseded and m.importance >= policy.min_importance
         ]
 
+    def with_profile(self, ns: Namespace, pool: list[Memory]) -> list[Memory]:
+        """``pool`` and the namespace's ``PROFILE_POOL`` most important live memories of
+        the user, whenever they were last used (one more store read, for a message that
+        asks about the user as a whole only)."""
+        policy = self.policy
+        known = {memory.id for memory in pool}
+        extra = [
+            memory
+            for memory in self.store.salient(
+                ns, since=_EPOCH, min_importance=policy.min_importance, n=PROFILE_POOL
+            )
+            if memory.id not in known and memory.subject == "user" and not memory.is_superseded
+        ]
+        return [*pool, *extra]
+
     def parts(self) -> VectorParts | None:
         """The layout of the embedder's vectors when they hold two parts (``minilm-use``)."""
         split = self.embedder.split_at
@@ -402,6 +436,9 @@ class ActivationRetriever:
                     query_vector, embed_ms, embedded_at = embedding.result()
                     waited_ms = max(0.0, (embedded_at - started) * 1e3)
             pool = self.candidate_pool(ns, query_text, query_vector, lexical=lexical)
+            profile = asks_for_profile(query_text)
+            if profile:
+                pool = self.with_profile(ns, pool)
             edits = self.edits(ns)
             pool, query_text, named = self.through_entities(ns, query_text, pool, edits)
         except VectorStoreUnavailable as exc:
@@ -439,6 +476,7 @@ class ActivationRetriever:
             ),
             reranker=timed,
             parts=parts,
+            fill=_of_the_user if profile else None,
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"

@@ -38,3 +38,28 @@ def asks_about_user(text: str) -> bool:
         _ASKS.search(sentence.strip()) and _FIRST_PERSON.search(sentence)
         for sentence in _SENTENCE.findall(flat)
     )
+
+
+# "What do you know about me?": the user asks for themselves as a whole, which no note's
+# words match (the relevance floor dropped every note of a first chat, and the 1.5B said
+# "I don't have any knowledge of you"). Such a message is answered from the user's most
+# important notes (docs/memory-model.md, "Retrieval", step 3).
+_PROFILE = re.compile(
+    r"\b(?:you|u)\b[^.?!\n]{0,20}\b(?:know|remember|recall|learn(?:ed|t)?|understand|noticed|think)"
+    r"\b[^.?!\n]{0,25}\b(?:about|of) (?:me|myself)\b"
+    r"|\btell me (?:about myself|what you know)\b"
+    r"|\bwho am i\b(?! (?:kidding|to)\b)"
+    r"|\bwhat (?:kind|sort) of (?:a )?(?:person|guy|girl|man|woman) am i\b"
+    r"|\bsum me up\b|\b(?:describe|summari[sz]e|sum up|introduce)\b[^.?!\n]{0,15}\b(?:me|myself)\b"
+    r"|\b(?:write|draft|help with)\b[^.?!\n]{0,40}\b(?:about (?:me|myself)|bio|profile)\b"
+    r"|\bmy (?:bio|profile|dating profile)\b"
+    r"|你(?:都)?(?:知道|了解|记得)(?:关于)?我(?:的)?(?:什么|哪些|多少|些什么)"
+    r"|你对我(?:有)?(?:多少|多)?了解|关于我的(?:事|一切)|我是谁|介绍一下我|描述一下我|说说我",
+    re.IGNORECASE,
+)
+
+
+def asks_for_profile(text: str) -> bool:
+    """Whether ``text`` asks about the user as a whole ("what do you know about me?",
+    "who am I?", "help me write a few lines about myself", 你了解我多少？)."""
+    return _PROFILE.search(text.replace("\u2019", "'")) is not None

@@ -90,6 +90,32 @@ def held_below_floor(
     return memory.last_accessed >= now - timedelta(days=salient_days)
 
 
+def _filled(
+    chosen: Sequence[ScoredMemory],
+    fillers: Sequence[ScoredMemory],
+    policy: RetrievalPolicy,
+    stats: CorpusStats | None,
+    parts: VectorParts | None,
+) -> tuple[ScoredMemory, ...]:
+    """``chosen``, then ``fillers`` in their order up to ``policy.k``, each left out that
+    restates one before it (the restatement collapse's test)."""
+    rows = [*chosen, *fillers[: DIVERSITY_WINDOW * policy.k]]
+    _, same = fact_similarities(
+        [item.memory for item in rows],
+        stats,
+        policy.hybrid,
+        cosine_min=policy.same_fact_cosine,
+        parts=parts,
+    )
+    taken = list(range(len(chosen)))
+    for i in range(len(chosen), len(rows)):
+        if len(taken) >= policy.k:
+            break
+        if all(same[i, j] < policy.same_fact for j in taken):
+            taken.append(i)
+    return tuple(rows[i] for i in taken)
+
+
 def _usable_vector(memory: Memory) -> np.ndarray | None:
     vector = memory.embedding
     if vector is None:
@@ -211,6 +237,7 @@ def retrieve(
     spoken_for: Collection[str] = (),
     reranker: Reranker | None = None,
     parts: VectorParts | None = None,
+    fill: Callable[[Memory], bool] | None = None,
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
@@ -221,7 +248,11 @@ def retrieve(
     see (a relation whose person the memory names only by name): they clear the floor.
     ``reranker``: the hybrid mode's cross-encoder (``None``: the stage is skipped).
     ``parts``: the vectors hold two parts, each pair of texts read by the one that knows
-    its script (``backend.memory.vector_parts``; the hybrid mode only).
+    its script (``backend.memory.vector_parts``; the hybrid mode only). ``fill``: the
+    memories below the hybrid relevance floor that may take the slots the message's own
+    notes leave (a question about the user as a whole: every note of theirs,
+    ``own_questions.asks_for_profile``), best first, restatements left out; held, like
+    ``held``'s. ``None``: none.
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -237,6 +268,7 @@ def retrieve(
             spoken_for=spoken_for,
             reranker=reranker,
             parts=parts,
+            fill=fill,
         )
     ranked = score_pool(
         live,
@@ -269,6 +301,7 @@ def _retrieve_hybrid(
     spoken_for: Collection[str],
     reranker: Reranker | None,
     parts: VectorParts | None,
+    fill: Callable[[Memory], bool] | None = None,
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -283,6 +316,7 @@ def _retrieve_hybrid(
     )
     below = 0
     held_ids: set[str] = set()
+    fillers: list[ScoredMemory] = []
     trust = cosine_trust(query_text, weights)
     # A question about the user asks for what is known of them: its best few candidates
     # pass the floor on any evidence at all (``own_questions``).
@@ -299,9 +333,18 @@ def _retrieve_hybrid(
                 held_ids.add(item.memory.id)
             else:
                 below += 1
+                if fill is not None and fill(item.memory):
+                    fillers.append(item)
         ranked = kept_ranked
-    if policy.k <= 0 or not ranked:
+    if policy.k <= 0 or not (ranked or fillers):
         return Retrieval(items=(), below_relevance=below, mode="hybrid")
+    if not ranked:  # nothing the message speaks for: the fillers are the recall
+        items = _filled((), fillers, policy, stats, parts)
+        return Retrieval(
+            items=items, below_relevance=below, held=tuple(i.memory.id for i in items),
+            mode="hybrid",
+            explanations={i.memory.id: explain_hybrid(i.score, trust, weights) for i in items},
+        )  # fmt: skip
     reranked = rerank(ranked, query_text, reranker, n=policy.rerank_n, weight=policy.rerank_weight)
     ranked = list(reranked.ranked)
     blend = reranked.weights if reranked.skipped is None else {}
@@ -330,6 +373,10 @@ def _retrieve_hybrid(
         result = diversify_around(
             survivors, vouched, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances
         )
+    if fillers and len(result.items) < policy.k:
+        items = _filled(result.items, fillers, policy, stats, parts)
+        held_ids.update(item.memory.id for item in items[len(result.items) :])
+        result = replace(result, items=items)
     return Retrieval(
         items=result.items,
         gist=result.gist,

@@ -180,6 +180,12 @@ def test_pertinent_notes_are_the_ones_the_message_itself_speaks_for() -> None:
     # A message in Chinese: the local embedder's cosine is not trusted; the words count.
     assert pertinent_ids(activation, "梅住在哪里？", weights) == {"m1"}
     assert pertinent_ids(None, "hi", weights) == frozenset()
+    # Asked about the user as a whole, every recalled note of theirs is what the message
+    # asks for, though it names none (the persona's own notes aside).
+    persona = replace(note("p1", "The companion likes autumn."), subject="persona")
+    items = (*items, scored(persona, 0.05, 0.0))
+    activation = Activation(Retrieval(items=items), None, 0.0, 0.0, 4)
+    assert pertinent_ids(activation, "what do you know about me?", weights) == {"m1", "m2", "m3"}
 
 
 def test_the_notes_that_may_answer_a_question_are_its_best_few_over_a_lower_floor() -> None:

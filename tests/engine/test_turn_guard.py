@@ -191,6 +191,21 @@ async def test_a_wrong_number_next_to_a_health_note_that_answers_is_asked_again(
     assert "Your weight is 69.5 kg now." in rig.chat.calls[-1].messages[-1]["content"]
 
 
+async def test_asked_what_it_knows_of_the_user_it_says_their_notes(rig: Rig) -> None:
+    # The default install's first chat: "what do you know about me?" names no note, and
+    # the 1.5B answered "I don't have any knowledge of you" with none in the prompt.
+    ns = Namespace("u1", "companion")
+    for fact in ("The user is Maya.", "The user just moved to Lisbon for a job as a nurse."):
+        rig.long_term.create(ns, rig.long_term.new_memory(fact, importance=0.8))
+    rig.chat.enqueue(["I", " don", "'t", " have", " any", " knowledge", " of", " you", "."])
+    rig.chat.enqueue(["You", "'re", " Maya", ",", " a", " nurse", " new", " to", " Lisbon", "!"])
+    shown, rejected = await reply(rig, "what do you know about me?")
+    assert rejected == ["forgot"] and shown == "You're Maya, a nurse new to Lisbon!"
+    first = rig.chat.calls[0].messages
+    notes = "\n".join(str(m["content"]) for m in first)
+    assert "You are Maya." in notes and "Lisbon" in notes
+
+
 async def test_when_every_attempt_forgets_the_note_the_note_is_said(rig: Rig) -> None:
     ns = Namespace("u1", "companion")
     cat = "The user's cat is called Pickle."

@@ -419,3 +419,37 @@ def test_activation_embeds_the_message_as_a_query_and_writes_as_passages() -> No
     activation = ltm.activate(NS, "how is my hamster Bean doing")
     assert embedder.queries == ["how is my hamster Bean doing"]
     assert activation.query_vector is not None
+
+
+def test_a_question_about_the_user_as_a_whole_recalls_their_most_important_facts() -> None:
+    ltm = _hybrid()
+    facts = [
+        ("The user is Maya", 0.85),
+        ("The user moved to Lisbon for a new job as a nurse", 0.8),
+        ("The user's cat Biscuit knocks things over", 0.75),
+        ("The user grows tomatoes on the balcony", 0.5),  # under the salient bar
+    ]
+    for content, importance in facts:
+        ltm.write(NS, [fact(content, importance=importance)])
+    ltm.write(NS, [fact("The companion likes autumn", subject="persona")])
+    # A message about something else: the relevance floor keeps few of them, if any...
+    assert len(ltm.activate(NS, "tell me a joke").memories) < len(facts)
+    # ...but asked what it knows of the user, the companion reads all of theirs, held
+    # (shown, not reinforced: asking is no use of a fact).
+    activation = ltm.activate(NS, "what do you know about me?")
+    recalled = [m.content for m in activation.memories]
+    assert sorted(recalled) == sorted(content for content, _ in facts)
+    assert set(activation.retrieval.held) == {m.id for m in activation.memories}
+
+
+def test_the_profile_reads_beyond_the_recent_salient_memories() -> None:
+    ltm = _hybrid(pool=1, lexical_pool=0)  # the pool alone would hold one ANN neighbour
+    long_ago = T0 - timedelta(days=400)  # outside the salient rule's 30 days
+    for content in (
+        "The user plays the cello", "The user speaks Portuguese", "The user runs marathons",
+        "The user collects stamps", "The user keeps bees", "The user bakes sourdough",
+    ):  # fmt: skip
+        ltm.write(NS, [fact(content)])
+    stored = list(ltm.store.iter_all(NS))
+    ltm.store.upsert(NS, [replace(m, last_accessed=long_ago) for m in stored])
+    assert len(ltm.activate(NS, "who am I?").memories) == 6  # not just one ANN neighbour
