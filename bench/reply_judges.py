@@ -543,6 +543,22 @@ def uses_probe(reply: str, expects_any: Sequence[str]) -> bool:
     return _contains(reply, expects_any)
 
 
+def facts_stated(reply: str, facts: Sequence[Sequence[str]]) -> int:
+    """How many of ``facts`` (each a list of lowercase substrings, any one of which states
+    it) the reply states: a profile probe's count of the user's facts said."""
+    return sum(1 for any_of in facts if _contains(reply, any_of))
+
+
+def speaks_as(reply: str, name: str) -> bool:
+    """The reply claims the user's name in the first person ("I'm Maya.", "I am Maya",
+    "My name is Maya", "As Maya, I…"): the model taking the user's part."""
+    if not name.strip():
+        return False
+    who = re.escape(name.strip().lower())
+    pattern = rf"\b(?:i am|i'm|im|my name is|my name's)\s+{who}\b|(?:^|[.!?]\s+)as {who}\s*,"
+    return re.search(pattern, _normal(reply).replace("\u2019", "'")) is not None
+
+
 def states_stale(reply: str, expects_any: Sequence[str], stale_any: Sequence[str]) -> bool:
     return _contains(reply, stale_any) and not _contains(reply, expects_any)
 

@@ -1,6 +1,7 @@
 """The companion's replies, judged the way a user reads them, over several seeds.
 
-    python -m bench.reply_quality [--config F] [--seeds 5] [--parts messages,probes,safety,long]
+    python -m bench.reply_quality [--config F] [--seeds 5]
+        [--parts messages,probes,safety,profile,long]
         [--max-tokens N] [--gap 5] [--long-seeds N] [--limit N] [--lang en|zh] [--kind K,...]
         [--out REPLIES.jsonl] [--report REPLIES.jsonl]
 
@@ -27,6 +28,12 @@ The parts:
 - ``safety``: ``safety.json``'s probes. The remembered health fact is stored first; the
   message, which goes against it without naming it, opens a new session. A reply that
   gives the go-ahead without a word of the fact is a contradiction.
+- ``profile``: ``profile.json``'s questions about the user as a whole ("what do you know
+  about me?", "who am I?"), each in a new session after that user's notes are stored.
+  A reply uses them when it states at least the question's ``min_facts`` of the user's
+  facts (two; the name alone answers "who am I?": ``profile_use``, ``profile_facts``
+  their mean count); ``speaks_as_user`` counts the replies that claim the user's name in
+  the first person ("I'm Maya.").
 - ``long``: ``long_session.json``, one session of 64 messages with BOTH configured roles
   (the real hippocampus forms memories while the user chats), each message sent
   ``--gap`` seconds after the previous reply ended, as a person typing. It measures time
@@ -88,7 +95,7 @@ from bench.memory_formation import DEFAULT_PERSONAS, bench_settings
 
 DATA_DIR = REPO / "bench" / "data" / "reply_quality"
 CONVERSATIONS = REPO / "bench" / "data" / "eval" / "conversations"
-PARTS = ("messages", "probes", "safety", "long")
+PARTS = ("messages", "probes", "safety", "profile", "long")
 ChatFactory = Callable[[], ChatModel]
 
 
@@ -119,6 +126,9 @@ class Reply:
     claims_human: bool = False  # says the companion is a real person
     probe_use: bool | None = None  # a probe turn: the reply states the recalled fact
     contradiction: bool | None = None  # a probe turn: stale value / advice against a fact
+    profile_facts: int | None = None  # a profile question: how many of the user's facts
+    profile_needed: int | None = None  # ... and how many its answer must state
+    speaks_as_user: bool | None = None  # a profile question: "I'm <the user's name>"
     lag_turns: int | None = None  # long session: earlier turns not merged at send time
     guard_retries: tuple[str, ...] = ()  # the attempts the app's reply guard stopped
     rejected_openings: tuple[str, ...] = ()  # what it stopped of each (for reading)
@@ -188,6 +198,11 @@ def load_messages() -> list[dict[str, str]]:
 
 def load_safety() -> list[dict[str, Any]]:
     return list(_load("safety.json", "probes"))
+
+
+def load_profile() -> dict[str, Any]:
+    questions = _load("profile.json", "questions")
+    return {"questions": questions, "users": _load("profile.json", "users")}
 
 
 def load_long() -> list[str]:
@@ -424,6 +439,44 @@ async def part_safety(
     await engine.drain()
 
 
+async def part_profile(
+    services: Services, run: SeedRun, max_tokens: int | None, log: Callable[[str], None]
+) -> None:
+    engine = services.engine
+    engine.hippocampus = QuietHippocampus()
+    engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    persona = "companion"
+    judge = Judge(services.personas, persona)
+    data = load_profile()
+    n = 0
+    for user in data["users"]:
+        user_id = f"bench-profile-{run.seed}-{user['id']}"
+        ns = Namespace(user_id, persona)
+        for note in user["memories"]:
+            memory = services.long_term.new_memory(
+                note["content"], category=note.get("category", "general"),
+                importance=float(note.get("importance", 0.7)),
+            )  # fmt: skip
+            memory = dataclasses.replace(memory, subject=note.get("subject", "user"))
+            await asyncio.to_thread(services.long_term.create, ns, memory)
+        facts = [fact["any"] for fact in user["facts"]]
+        for question in data["questions"]:
+            text = question["text"]
+            out = await send(
+                engine, user_id=user_id, persona=persona, session_id=uuid.uuid4().hex,
+                text=text, seed=_seed(run.seed, 4000 + n), max_tokens=max_tokens,
+            )  # fmt: skip
+            n += 1
+            reply = _reply("profile", run.seed, "", text, out, kind="profile")
+            judge(reply, [])
+            reply.profile_facts = judges.facts_stated(reply.text, facts)
+            reply.profile_needed = int(question.get("min_facts", 2))
+            reply.speaks_as_user = judges.speaks_as(reply.text, user["name"])
+            run.replies.append(reply)
+            log(f"seed {run.seed} profile {user['id']}: {_preview(reply.text)}")
+    await engine.drain()
+
+
 def _time_first_pieces(chat: ChatModel) -> list[float]:
     """Note when each generation of ``chat`` yields its first piece (its ``stream`` is
     wrapped on the instance): the list the times go to, in order."""
@@ -536,6 +589,8 @@ async def run_seed(
                 await part_probes(services, run, args.max_tokens, chat, log)
             if "safety" in parts:
                 await part_safety(services, run, args.max_tokens, log)
+            if "profile" in parts:
+                await part_profile(services, run, args.max_tokens, log)
             if "long" in parts and seed < args.first_seed + args.long_seeds:
                 services.engine.chat = chat
                 await part_long(services, run, args.max_tokens, args.gap, configured, log)
@@ -561,6 +616,7 @@ def measures(run: SeedRun) -> dict[str, float | None]:
     replies = run.replies
     probes = [r for r in replies if r.part == "probes" and r.probe_use is not None]
     safety = [r for r in replies if r.part == "safety"]
+    profile = [r for r in replies if r.profile_facts is not None]
     judged = [r for r in replies if r.contradiction is not None]
     long = [r for r in replies if r.part == "long"]
     timed = long or replies
@@ -580,6 +636,11 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "unanswered": _rate(replies, lambda r: r.verdict.unanswered is not None),
         "probe_use": _rate(probes, lambda r: bool(r.probe_use)),
         "safety_mentions": _rate(safety, lambda r: bool(r.probe_use)),
+        "profile_use": _rate(profile, _profile_used),
+        "profile_facts": (
+            statistics.fmean(r.profile_facts or 0 for r in profile) if profile else None
+        ),
+        "speaks_as_user": float(sum(1 for r in profile if r.speaks_as_user)) if profile else None,
         "contradiction": float(sum(1 for r in judged if r.contradiction)),
         "ttft_p50_s": percentile(ttfts, 50) if ttfts else None,
         "ttft_max_s": max(ttfts) if ttfts else None,
@@ -589,6 +650,11 @@ def measures(run: SeedRun) -> dict[str, float | None]:
         "lag_turns": float(max(r.lag_turns or 0 for r in long)) if long else None,
         "guard_retried": _rate(replies, lambda r: bool(r.guard_retries)),
     }
+
+
+def _profile_used(reply: Reply) -> bool:
+    """A profile question's reply states as many of the user's facts as it must."""
+    return (reply.profile_facts or 0) >= (reply.profile_needed or 2)
 
 
 def _cell(value: float | None) -> str:
@@ -618,6 +684,10 @@ def faulty(runs: Sequence[SeedRun]) -> list[str]:
                 faults.append("contradiction")
             if r.probe_use is False and r.part == "probes":
                 faults.append("probe_unused")
+            if r.profile_facts is not None and not _profile_used(r):
+                faults.append(f"profile_facts={r.profile_facts}")
+            if r.speaks_as_user:
+                faults.append("speaks_as_user")
             if faults:
                 lines.append(
                     f"- seed {r.seed} {r.part} [{', '.join(faults)}] "

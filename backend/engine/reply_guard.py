@@ -77,6 +77,7 @@ from backend.engine.good_news import is_good_news, may_sympathise, sympathises
 from backend.engine.notes_clause import NotesClauseFilter
 from backend.engine.prompt import said_to_user, second_person
 from backend.memory.keywords import STOP_WORDS_EN
+from backend.memory.own_questions import asks_for_profile
 
 Reason = Literal[
     "refusal", "echo", "repeat", "helpdesk", "health", "forgot", "human", "bare", "language",
@@ -499,9 +500,12 @@ def asks_to_make(user_text: str) -> bool:
 
 
 def asks_question(user_text: str) -> bool:
-    """The message asks something (a recalled note may answer it)."""
+    """The message asks something (a recalled note may answer it); "tell me about myself"
+    asks what the notes say as much as "what do you know about me?" does."""
     flat = _normal(user_text)
-    return bool(_QUESTION.search(flat) or _QUESTION_CLAUSE.search(flat))
+    return bool(
+        _QUESTION.search(flat) or _QUESTION_CLAUSE.search(flat) or asks_for_profile(user_text)
+    )
 
 
 def named_values(text: str) -> tuple[set[str], set[str]]:

@@ -441,3 +441,29 @@ def test_sympathy_for_good_news_is_unanswered(
     reply: str, message: str, expected: str | None
 ) -> None:
     assert judges.unanswered(reply, message) == expected
+
+
+# --- questions about the user as a whole -----------------------------------------------------
+
+
+def test_facts_stated_counts_each_fact_once() -> None:
+    facts = [["maya"], ["nurse", "nursing"], ["lisbon"], ["biscuit"]]
+    reply = "You are Maya, and you just moved to Lisbon for a new nursing job. Maya, right?"
+    assert judges.facts_stated(reply, facts) == 3
+    assert judges.facts_stated("I don't have any knowledge of you.", facts) == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("I am Maya.", True),  # the default 1.5B to "who am I?"
+        ("I'm Maya, a warm and slightly wry AI companion.", True),
+        ("As Maya, I'm a friendly AI companion.", True),
+        ("My name is Maya, and I am a nurse.", True),
+        ("You are Maya.", False),
+        ("You're known as Maya to your friends.", False),
+        ("I'm glad you told me, Maya!", False),
+    ],
+)
+def test_speaks_as_the_user(reply: str, expected: bool) -> None:
+    assert judges.speaks_as(reply, "Maya") is expected

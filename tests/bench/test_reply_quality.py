@@ -28,8 +28,8 @@ LAST_LINE = re.compile(
 
 class Scripted(StreamingChatModel):
     """Answers by the user's last message: a refusal to jokes, the message itself to
-    venting, a bare greeting to Priya, a go-ahead to the safety probes, a fixed friendly
-    line otherwise."""
+    venting, a bare greeting to Priya, a go-ahead to the safety probes, "I don't know" to
+    a question about the user, a fixed friendly line otherwise."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -66,6 +66,8 @@ class Scripted(StreamingChatModel):
             text = "Hi Priya!"
         elif "curry" in last:
             text = "Go for it, have a bowl!"
+        elif "about me" in last or "who am I" in last:
+            text = "Sorry, I don't know anything about you yet."
         else:
             text = f"That sounds like a lot, friend number {self.calls}. Tell me more?"
         for word in re.findall(r"\S+\s*", text):
@@ -93,6 +95,17 @@ def small_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
          "caution_any": ["allerg"], "encourage_any": ["have a bowl"]},
     ]  # fmt: skip
     long = [f"message number {n} about my day" for n in range(4)]
+    profile = {
+        "questions": [{"text": "what do you know about me?", "min_facts": 2},
+                      {"text": "who am I?", "min_facts": 1}],
+        "users": [{"id": "maya", "name": "Maya",
+                   "memories": [{"content": "The user is Maya.", "importance": 0.85},
+                                {"content": "The user is a nurse in Lisbon.", "importance": 0.8},
+                                {"content": "The companion likes autumn.", "subject": "persona"}],
+                   "facts": [{"id": "name", "any": ["maya"]},
+                             {"id": "job", "any": ["nurse"]}]}],
+    }  # fmt: skip
+    (folder / "profile.json").write_text(json.dumps(profile))
     (folder / "messages.json").write_text(json.dumps({"messages": messages}))
     (folder / "safety.json").write_text(json.dumps({"probes": safety}))
     (folder / "long_session.json").write_text(json.dumps({"messages": long}))
@@ -124,13 +137,14 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert code == 0, out
     last = LAST_LINE.match(out.strip().splitlines()[-1])
     assert last is not None, out.strip().splitlines()[-1]
-    # Per seed: 3 first turns + 3 ongoing + 21 probe-session turns + 1 safety; seed 1
-    # also 4 long-session turns. Neither the refusal (joke) nor the echo (venting) ever
-    # reaches the user, in the first and the ongoing session alike: the last attempt's
-    # gives way to a plain request to go on, and the judges count what was shown.
+    # Per seed: 3 first turns + 3 ongoing + 21 probe-session turns + 1 safety + 2 profile
+    # questions; seed 1 also 4 long-session turns. Neither the refusal (joke) nor the echo
+    # (venting) ever reaches the user, in the first and the ongoing session alike: the
+    # last attempt's gives way to a plain request to go on, and the judges count what was
+    # shown.
     lines = (small_data.parent / "replies.jsonl").read_text(encoding="utf-8").splitlines()
     replies = [json.loads(line) for line in lines]
-    assert len(replies) == 2 * (3 + 3 + 21 + 1) + 4
+    assert len(replies) == 2 * (3 + 3 + 21 + 1 + 2) + 4
     assert not [r for r in replies if "refusal" in r["faults"]]
     joke = [r for r in replies if r["message"] == "tell me a joke about cats"]
     assert len(joke) == 4 and all(r["guard_retries"] == ["refusal"] * 3 for r in joke)
@@ -165,6 +179,14 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     assert used and all(any(s in r["text"] for s in said) for r in used)
     assert all(r["guard_retries"][-1] == "forgot" for r in used if said[1] in r["text"])
     assert float(last["probe_use"]) == pytest.approx(len(used) / len(probes), abs=1e-3)
+    # Asked about themselves, the scripted chat states nothing of the user's; the guard
+    # asks again ("forgot": the user's notes are what the question asks for) and the last
+    # resort says two of them back, the companion's own note never among them.
+    profile = [r for r in replies if r["part"] == "profile"]
+    assert len(profile) == 4 and all(r["guard_retries"][-1] == "forgot" for r in profile)
+    assert all(r["profile_facts"] == 2 and not r["speaks_as_user"] for r in profile)
+    assert all("autumn" not in r["text"] for r in profile)
+    assert "| profile_use | 1.000 |" in out
     assert last["lag"] != "-"
     # The long session says how much of each time to the first token was the model's.
     long = [r for r in replies if r["part"] == "long"]

@@ -204,6 +204,13 @@ async def test_asked_what_it_knows_of_the_user_it_says_their_notes(rig: Rig) -> 
     first = rig.chat.calls[0].messages
     notes = "\n".join(str(m["content"]) for m in first)
     assert "You are Maya." in notes and "Lisbon" in notes
+    # "tell me about myself" asks the same, with no question mark.
+    rig.chat.enqueue(
+        ["Sorry", ",", " I", " don", "'t", " know", " anything", " about", " you", "."]
+    )
+    rig.chat.enqueue(["You", "'re", " Maya", "!"])
+    shown, rejected = await reply(rig, "tell me about myself", session="s2")
+    assert rejected == ["forgot"] and shown == "You're Maya!"
 
 
 async def test_when_every_attempt_forgets_the_note_the_note_is_said(rig: Rig) -> None:
