@@ -487,6 +487,26 @@ def language_lead(user_text: str, earlier_replies: Sequence[str]) -> str | None:
     return None
 
 
+# "The user is Maya." / "The user's name is Noor." / "The user is called Mei.": whose name.
+_NAME_NOTE = re.compile(
+    r"^(?i:the user(?:'s name)? (?:is|goes by|is called)) ([A-Z][\w'-]+(?: [A-Z][\w'-]+)*)\.?$"
+)
+
+
+def names_in_notes(notes: Sequence[str]) -> tuple[str, ...]:
+    """The user's names that ``notes`` state, lowercase."""
+    names = (_NAME_NOTE.match(" ".join(note.split())) for note in notes)
+    return tuple(m.group(1).lower() for m in names if m is not None)
+
+
+def claims_name(sentence: str, names: Sequence[str]) -> bool:
+    """The sentence claims one of ``names`` in the first person ("I am Maya, a virtual
+    companion.", "My name is Noor", "As Maya, I'm…")."""
+    who = "|".join(re.escape(name) for name in names)
+    pattern = rf"\b(?:i am|i'm|im|my name is|my name's)\s+(?:{who})\b|^as (?:{who})\s*,"
+    return re.search(pattern, _normal(sentence).replace("\u2019", "'")) is not None
+
+
 def asks_caution(user_text: str) -> bool:
     """The message asks leave or what to be careful with (a health note may answer it)."""
     return bool(_ASKS_CAUTION.search(_normal(user_text)))
@@ -1053,6 +1073,9 @@ class ReplyGuard:
         self._ruled_out = ruled_out(self._health)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
+        # The user's name, as the notes that answer the message give it: "I am Maya." to
+        # "who am I?" takes the user's part as much as their own words said back do.
+        self._user_names = names_in_notes(self._answers)
         # What no sentence says back whole (``_restates``): this message, and the ones
         # before it when this one asks nothing. The 1.5B's Chinese stretch, shown:
         # "你的奶奶今年八十岁了，身体健康。她每天早上都去公园跳广场舞，比我还忙哈哈。" (its
@@ -1744,7 +1767,10 @@ class ReplyGuard:
         """The sentence says the user's own first-person words as the companion's ("I'm
         allergic to peanuts" to "…I can't eat it, I'm allergic to peanuts"): a run of at
         least ``CLAIM_TOKENS`` of the message's tokens, "I" among them, unmirrored; or
-        mostly the message's words, in the first person and to no "you" (``CLAIM_SHARE``)."""
+        mostly the message's words, in the first person and to no "you" (``CLAIM_SHARE``);
+        or it claims the user's name as the companion's ("I am Maya.", ``claims_name``)."""
+        if self._user_names and claims_name(sentence, self._user_names):
+            return True
         said = words(sentence)
         if "1" not in said:
             return False

@@ -15,7 +15,9 @@ from backend.engine.reply_guard import (
     ReplyGuard,
     asks_question,
     asks_to_make,
+    claims_name,
     language_lead,
+    names_in_notes,
     restricts,
     words,
 )
@@ -230,6 +232,38 @@ def test_a_later_sentence_that_says_the_message_as_the_companions_is_left_out() 
     shown, rejected = run(ReplyGuard(message), reply)
     assert rejected is None
     assert shown == "Evening! That sounds like a well-earned quiet. What are you going to watch?"
+
+
+def test_the_users_name_claimed_as_the_companions_is_asked_again_or_left_out() -> None:
+    # bench.reply_quality's profile part, the default 1.5B: "who am I?" got "I am Maya, a
+    # virtual companion."; "what do you know about me?" got "I know my name is Noor…".
+    notes = ["The user is Maya.", "The user just moved to Lisbon for a new job as a nurse."]
+    guard = ReplyGuard("who am I?", answer_notes=notes)
+    shown, rejected = run(guard, "I am Maya, a virtual companion.")
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
+    reply = "You are Maya, a nurse new to Lisbon. I'm Maya too, in a way. Welcome!"
+    shown, rejected = run(ReplyGuard("who am I?", answer_notes=notes), reply)
+    assert rejected is None and shown == "You are Maya, a nurse new to Lisbon. Welcome!"
+    # Said to the user, or without notes that name them, it is no claim.
+    for reply in ("You are Maya.", "I'm glad you asked, Maya!"):
+        assert run(ReplyGuard("who am I?", answer_notes=notes), reply) == (reply, None)
+    assert run(ReplyGuard("who am I?"), "I'm Maya.") == ("I'm Maya.", None)
+
+
+@pytest.mark.parametrize(
+    ("notes", "names"),
+    [
+        (["The user is Maya.", "The user is vegetarian."], ("maya",)),
+        (["The user's name is Chen Ruoxi."], ("chen ruoxi",)),
+        (["the user is called Mei", "The user is a nurse in Lisbon."], ("mei",)),
+        (["The user's cat is called Biscuit."], ()),
+    ],
+)
+def test_the_users_names_are_read_from_the_notes_that_name_them(
+    notes: list[str], names: tuple[str, ...]
+) -> None:
+    assert names_in_notes(notes) == names
+    assert all(claims_name(f"My name is {name.title()}.", names) for name in names)
 
 
 def test_the_users_plan_said_as_the_companions_with_a_word_changed_is_left_out() -> None:
