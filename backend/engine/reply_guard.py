@@ -28,7 +28,8 @@ quality"); this guard stops the rest:
   line ("Is there anything else…", "Feel free to…") or is an "If…" ending in one ("If you
   want to talk about anything else, feel free to ask!"), and one starting with "I" that
   says the user's own words as the companion's ("I'm allergic to peanuts": a small model
-  taking the user's part), and one said word for word in an earlier reply (the loop a
+  taking the user's part) or claims the user's name that the notes give ("I am Maya." to
+  "who am I?"), and one said word for word in an earlier reply (the loop a
   small model falls into: "Have you thought about what kind of things they're looking
   for in an architect?" in reply after reply), and one that turns round a like or dislike
   the message stated ("Your cat Saffron really loves the rain" to "Saffron hates the
