@@ -16,7 +16,8 @@ Two scoring modes (``RetrievalPolicy.mode``):
   restatements of a better-scored memory are collapsed (``same_fact``), and GIST runs
   over the survivors with the same "fact" distance, but for those the cross-encoder
   called relevant (``rerank_keep``): they are kept, and GIST fills the other slots
-  (:func:`diversify_around`).
+  (:func:`diversify_around`). A question about the user as a whole hands in ``fill``: the
+  user's memories below the floor then take the slots left over, restatements aside.
 """
 
 from __future__ import annotations
