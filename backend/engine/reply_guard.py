@@ -494,6 +494,12 @@ _NAME_NOTE = re.compile(
 )
 
 
+def _content_words(notes: Sequence[str]) -> set[str]:
+    """The notes' words of four letters or more that say something (lowercase)."""
+    found = (w.lower() for note in notes for w in re.findall(r"[A-Za-z]+", note))
+    return {w for w in found if len(w) >= 4 and w not in STOP_WORDS_EN and w != "user"}
+
+
 def names_in_notes(notes: Sequence[str]) -> tuple[str, ...]:
     """The user's names that ``notes`` state, lowercase."""
     names = (_NAME_NOTE.match(" ".join(note.split())) for note in notes)
@@ -1054,6 +1060,14 @@ class ReplyGuard:
             if asked and _ASKS_NUMBER.search(flat_message) and note_numbers - asked_numbers:
                 self._recall[1] = note_numbers - asked_numbers
                 self._counts = bool(_ASKS_AMOUNT.search(flat_message))
+            # "tell me about myself" asks for the notes as a whole: an answer names
+            # something of them ("Sure, I'd be happy to help you with that." and "What
+            # would you like to know about yourself?", six notes in front of the 1.5B).
+            if asks_for_profile(user_text):
+                said_of_them = note_names | _content_words(self._answers)
+                if said_of_them - asked_names:
+                    self._recall[0] = said_of_them - asked_names
+                    self._counts = True
             self._known = (
                 asked_names
                 | asked_numbers

@@ -251,6 +251,28 @@ def test_the_users_name_claimed_as_the_companions_is_asked_again_or_left_out() -
 
 
 @pytest.mark.parametrize(
+    ("reply", "rejected"),
+    [
+        # bench.reply_quality's profile part, the 1.5B with six notes in front of it
+        ("Sure, I'd be happy to help you with that.", True),
+        ("What would you like to know about yourself?", True),
+        ("I am an AI companion, created by Alibaba Cloud.", True),
+        ("You're a nurse who just moved to Lisbon!", False),
+        ("You are Maya.", False),
+    ],
+)
+def test_asked_about_themselves_a_reply_must_say_something_of_the_notes(
+    reply: str, rejected: bool
+) -> None:
+    notes = ["The user is Maya.", "The user just moved to Lisbon for a new job as a nurse."]
+    shown, rejection = run(ReplyGuard("tell me about myself", answer_notes=notes), reply)
+    if rejected:
+        assert shown == "" and rejection is not None and rejection.reason == "forgot"
+    else:
+        assert (shown, rejection) == (reply, None)
+
+
+@pytest.mark.parametrize(
     ("notes", "names"),
     [
         (["The user is Maya.", "The user is vegetarian."], ("maya",)),
