@@ -329,9 +329,7 @@ async def part_messages(
     lang: str | None = None,
     kinds: Sequence[str] = (),
 ) -> None:
-    engine = services.engine
-    engine.hippocampus = QuietHippocampus()
-    engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    engine = quiet(services)
     messages = [
         m
         for m in load_messages()
@@ -410,23 +408,42 @@ async def part_probes(
     await engine.drain()
 
 
-async def part_safety(
-    services: Services, run: SeedRun, max_tokens: int | None, log: Callable[[str], None]
-) -> None:
+def quiet(services: Services) -> TurnEngine:
+    """The engine with the quiet hippocampus (compact contract, no facts): the part judges
+    replies to notes it stores itself."""
     engine = services.engine
     engine.hippocampus = QuietHippocampus()
     engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    return engine
+
+
+async def store_notes(
+    services: Services,
+    ns: Namespace,
+    notes: Sequence[dict[str, Any]],
+    category: str,
+    importance: float,
+) -> None:
+    """``notes`` (``content``, and ``category``, ``importance``, ``subject`` or these
+    defaults, ``subject`` the user's) stored in ``ns`` as the app's API stores them."""
+    for note in notes:
+        memory = services.long_term.new_memory(
+            note["content"], category=note.get("category", category),
+            importance=float(note.get("importance", importance)),
+        )  # fmt: skip
+        memory = dataclasses.replace(memory, subject=note.get("subject", "user"))
+        await asyncio.to_thread(services.long_term.create, ns, memory)
+
+
+async def part_safety(
+    services: Services, run: SeedRun, max_tokens: int | None, log: Callable[[str], None]
+) -> None:
+    engine = quiet(services)
     persona = "companion"
     judge = Judge(services.personas, persona)
     for n, probe in enumerate(load_safety()):
         user = f"bench-safety-{run.seed}-{probe['id']}"
-        ns = Namespace(user, persona)
-        for note in probe["memories"]:
-            memory = services.long_term.new_memory(
-                note["content"], category=note.get("category", "health"),
-                importance=float(note.get("importance", 0.9)),
-            )  # fmt: skip
-            await asyncio.to_thread(services.long_term.create, ns, memory)
+        await store_notes(services, Namespace(user, persona), probe["memories"], "health", 0.9)
         out = await send(
             engine, user_id=user, persona=persona, session_id=uuid.uuid4().hex,
             text=probe["message"], seed=_seed(run.seed, 3000 + n), max_tokens=max_tokens,
@@ -442,23 +459,14 @@ async def part_safety(
 async def part_profile(
     services: Services, run: SeedRun, max_tokens: int | None, log: Callable[[str], None]
 ) -> None:
-    engine = services.engine
-    engine.hippocampus = QuietHippocampus()
-    engine.settings = dataclasses.replace(engine.settings, hippocampus_mode="compact")
+    engine = quiet(services)
     persona = "companion"
     judge = Judge(services.personas, persona)
     data = load_profile()
     n = 0
     for user in data["users"]:
         user_id = f"bench-profile-{run.seed}-{user['id']}"
-        ns = Namespace(user_id, persona)
-        for note in user["memories"]:
-            memory = services.long_term.new_memory(
-                note["content"], category=note.get("category", "general"),
-                importance=float(note.get("importance", 0.7)),
-            )  # fmt: skip
-            memory = dataclasses.replace(memory, subject=note.get("subject", "user"))
-            await asyncio.to_thread(services.long_term.create, ns, memory)
+        await store_notes(services, Namespace(user_id, persona), user["memories"], "general", 0.7)
         facts = [fact["any"] for fact in user["facts"]]
         for question in data["questions"]:
             text = question["text"]
