@@ -16,7 +16,10 @@ quality"); this guard stops the rest:
   the notes' ("His name is Jack." for the hamster Tudou; held until it names one), the
   retry's hint then saying the notes, nothing is shown; as soon as it cannot
   (most replies: after ``MIN_RELEASE`` tokens), it is released and the rest streams
-  through. At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
+  through. To a question or a request for advice an opening may say the message's words
+  before its answer ("To remember to drink more water during the day, try…"): that is an
+  echo only if it adds nothing of its own (``COPY_OWN``), and it is held until it does.
+  At most ``HOLD_TOKENS`` tokens are held (twice that after an apology, a
   first-person start or a go-ahead, whose failure shows later in the sentence). A failure
   rejects the attempt: the caller stops the generation and samples again with the
   ``Rejection.hint`` for the model (``backend.engine.turn_reply``). On the caller's last
@@ -94,6 +97,16 @@ REMINDER_NOTES = 2
 MIN_RELEASE = 3  # the least: "Hi, Priya!" may go on "How can I assist you today?"
 ECHO_TOKENS = 8  # an opening that copies this many of the message's tokens is an echo
 ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the partner…")
+# ... except to a message that asks something, whose answer may open with its words:
+# "To remember to drink more water during the day, …" (to "whats a good way to remember
+# to drink more water during the day"), "周末想出去走走，附近可以…" (to "周末想出去走走，附近
+# 有什么…推荐吗？"): rejected three times over, each turn ended in a stand-in (13 of 30
+# Chinese requests for advice, bench.reply_quality's messages part). Such a copy is an echo
+# only when the opening adds fewer than ``COPY_OWN`` words of its own (content words the
+# message lacks; a CJK character is one) by the time it ends or reaches ``COPY_HOLD`` words;
+# a first sentence that only says the message back is left out once the answer follows.
+COPY_OWN = 3
+COPY_HOLD = 3 * HOLD_TOKENS
 # A first sentence this much of which is runs of at least ``RESTATED_RUN`` of the
 # message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
 # 好的。" to "我奶奶今年八十三岁了，身体还挺好的" (bench.reply_quality's long session).
@@ -462,6 +475,12 @@ _ASKS_MADE = re.compile(
     r"limerick|song|rhyme|joke|jokes|pun|riddle)s?\b"
     r"|(?:讲|写|编|来|说)(?:个|一个|一首|一段|几句|首|段)"
 )
+# A request for advice or ideas: its answer may open with its words (``COPY_OWN``).
+_ASKS_ADVICE = re.compile(
+    r"\b(?:tips?|ideas?|advice|suggest\w*|recommend\w*|a good way|the best way|"
+    r"how (?:do|can|should|would) i|what (?:should|could|can) i)\b"
+    r"|怎么|怎样|如何|推荐|建议|有什么好|什么好"
+)
 # A question: what a note can answer ("what was my cat's name again?").
 _QUESTION = re.compile(
     r"[?？]|^(?:what|when|where|who|which|how|do you remember|remind me)\b"
@@ -803,6 +822,14 @@ def _starts_with(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
     return len(tokens) >= len(prefix) and list(tokens[: len(prefix)]) == list(prefix)
 
 
+def _says_something(token: str) -> bool:
+    """A word of content: a CJK character that is not a particle or the like, or a word of
+    three letters or more that is no stop word (not a folded pronoun)."""
+    if _is_cjk(token):
+        return token not in _CJK_LIGHT
+    return len(token) > 2 and token not in STOP_WORDS_EN
+
+
 def _run(a: Sequence[str], i: int, b: Sequence[str], j: int) -> int:
     """How many tokens ``a`` from ``i`` and ``b`` from ``j`` have in common, in a row."""
     n = 0
@@ -1100,6 +1127,10 @@ class ReplyGuard:
         # Sunday…"), or an earlier message turned to "you" ("Your cat is called Pickle").
         before = [words(text) for text in list(earlier_messages)[-SAID_BEFORE:]]
         self._restate = [] if asks else self._message
+        # An answer may open with the words of a question or a request (``COPY_OWN``).
+        self._may_restate = (
+            asks or asks_to_make(user_text) or bool(_ASKS_ADVICE.search(_normal(user_text)))
+        )
         self._said_before = [(seq, "1" in seq) for seq in before if "1" in seq]
         if not asks:
             self._said_before += [(_mirrored(seq), False) for seq in before]
@@ -1107,13 +1138,21 @@ class ReplyGuard:
         # Chinese: the character pairs of the messages before this one and of the earlier
         # replies, to an opening that says one of them again (``_said_again_cjk``).
         self._pairs_before: list[tuple[frozenset[tuple[str, str]], str]] = []
+        self._own_pairs: list[frozenset[tuple[str, str]]] = []
         if any(_is_cjk(ch) for ch in user_text):
             # ... and this message: "我挺想你的。已经三年没回成都了。" to "其实我挺想她的，
             # 已经三年没回成都了" passed the checks of a single sentence (seed 1); but not
             # a request for a story or a poem, whose subject the reply names back ("当然可
             # 以！听个故事吧，关于一只迷路的小猫…" to "给我讲个小故事吧，关于一只迷路的小猫怎么
             # 找到家的", then "对不起，我不太理解您的意思。": the messages part).
-            own = [] if asks_to_make(user_text) else self._message
+            # A question or a request for advice is said back only if nothing of the
+            # reply's own follows (``_copy_verdict``).
+            own = [] if asks_to_make(user_text) or self._may_restate else self._message
+            self._own_pairs = (
+                [frozenset(itertools.pairwise(seq)) for seq in self._message]
+                if self._may_restate and not asks_to_make(user_text)
+                else []
+            )
             self._pairs_before = [
                 (frozenset(itertools.pairwise(seq)), "echo")
                 for seq in (*own, *before, *(_mirrored(seq) for seq in before))
@@ -1217,8 +1256,10 @@ class ReplyGuard:
             # third attempt of "朋友约我周六去吃海鲜自助…" was the message, word for word),
             # nor an earlier reply whole: "你上次打电话问她什么时候找男朋友？" was the last
             # attempt of four turns in a row (the long session, seed 1).
+            if (copy := self._copy_verdict(tokens, final)) is not None:
+                return self._reject("echo", text) if copy else False
             for message in self._message:
-                if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
+                if self._copies_run(tokens, message):
                     return self._reject("echo", text)
                 if final and _only_copies(tokens, message) and _asks(text):
                     return self._reject("echo", text)
@@ -1325,8 +1366,10 @@ class ReplyGuard:
             or _HERE_TO_HELP.search(flat)
         ):
             return self._reject("helpdesk", text)
+        if (copy := self._copy_verdict(tokens, final)) is not None:
+            return self._reject("echo", text) if copy else False
         for message in self._message:
-            if _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message)):
+            if self._copies_run(tokens, message):
                 return self._reject("echo", text)
             if final and _only_copies(tokens, message) and _asks(text):
                 return self._reject("echo", text)
@@ -1367,6 +1410,10 @@ class ReplyGuard:
             or (len(said) == 2 and _formula_first(said))
         )
         limit = 2 * HOLD_TOKENS if longer else HOLD_TOKENS
+        # The message said back as the first sentence, its answer still to come: held, so
+        # that the sentence is left out once the answer comes (``_without_message_said_first``).
+        if not final and _span(tokens) < COPY_HOLD and self._said_first(text):
+            return False
         sorry_but = _sorry_but(flat, said)
         if sorry_but:
             limit = SORRY_BUT_HOLD
@@ -1408,7 +1455,8 @@ class ReplyGuard:
         if len(said) > 1 or final:
             first = words(said[0])
             if any(_restates(first, m) for m in self._message):
-                return True
+                # "你的妈妈喜欢养花，她生日快到了，送什么好呢？送她一盆花…": asked again first
+                return self._said_then_answered(tokens, final) if self._may_restate else True
             return True if self._retold_check and self._retells(first) else None
         # Held from three: "Tom made curry for you, but I can't eat it because I'm allergic
         # to peanuts." was shown from "Tom made curry for", and said the user's words as
@@ -1419,6 +1467,75 @@ class ReplyGuard:
         # 米线了！" was shown from "太好了，我终于可"), which only its end tells.
         begun = begun or (self._retold_check and _all_cjk(tokens))
         return False if begun and _span(tokens) < 2 * HOLD_TOKENS else None
+
+    def _copies_run(self, tokens: Sequence[str], message: Sequence[str]) -> bool:
+        """The opening copies ``ECHO_TOKENS`` of the message in a row (all of a shorter
+        one): an echo, unless the message may be restated (``_copy_verdict`` then judges)."""
+        if self._may_restate:
+            return False
+        return _copied_run(tokens, message) >= min(ECHO_TOKENS, len(message))
+
+    def _copy_verdict(self, tokens: Sequence[str], final: bool) -> bool | None:
+        """To a message that may be restated (``COPY_OWN``), an opening that copies it
+        (``ECHO_TOKENS`` in a row, or in Chinese most of the character pairs of its first
+        ``SAID_AGAIN_CJK_MIN``): True, an echo, once it ends or reaches ``COPY_HOLD``
+        words with fewer than ``COPY_OWN`` words of its own; False (hold it) before; None
+        when it copies nothing, or adds words of its own after the copy."""
+        if not self._may_restate or not self._message:
+            return None
+        copies = any(_copied_run(tokens, m) >= min(ECHO_TOKENS, len(m)) for m in self._message)
+        if not copies and self._own_pairs and _all_cjk(tokens[:SAID_AGAIN_CJK_MIN]):
+            pairs = list(itertools.pairwise(tokens[:SAID_AGAIN_CJK_MIN]))
+            shared = max(sum(pair in theirs for pair in pairs) for theirs in self._own_pairs)
+            if len(tokens) < SAID_AGAIN_CJK_MIN:  # too short to tell: held while it may be
+                may = shared >= SAID_AGAIN_CJK_SHARE * len(pairs)
+                return False if may and not final else None
+            copies = shared >= SAID_AGAIN_CJK_PAIRS and shared >= SAID_AGAIN_CJK_SHARE * len(pairs)
+        return self._said_then_answered(tokens, final) if copies else None
+
+    def _message_first(self, opening: str) -> tuple[int, int]:
+        """How many of the opening's first whole sentences are the message's words said
+        back (``RESTATED_SHARE`` of each in runs of ``RESTATED_RUN``), to a message that may
+        be restated; and how many words of its own the rest adds."""
+        if not self._may_restate or not self._message:
+            return 0, 0
+        said = _split_sentences(opening)
+        skip = 0
+        for sentence in said[:-1]:  # the last may still be open
+            toks = words(sentence)
+            if not toks or not any(
+                sum(_covered(toks, m)[0]) >= RESTATED_SHARE * len(toks) for m in self._message
+            ):
+                break
+            skip += 1
+        theirs = {t for m in self._message for t in m}
+        rest = words("".join(said[skip:]))
+        return skip, sum(1 for t in rest if t not in theirs and _says_something(t))
+
+    def _said_first(self, opening: str) -> bool:
+        """The opening starts with the message said back and its answer has not come yet."""
+        skip, own = self._message_first(opening)
+        return skip > 0 and own < COPY_OWN
+
+    def _without_message_said_first(self, opening: str) -> str:
+        """The released opening less its first sentences while each says the message back
+        (``_message_first``), once an answer of ``COPY_OWN`` words follows: "今晚吃什么好？冰
+        箱里只有鸡蛋和西红柿。我建议你先做一份简单的炒蛋…" shows from "我建议…" (the
+        messages part)."""
+        skip, own = self._message_first(opening)
+        if not skip or own < COPY_OWN:
+            return opening
+        return "".join(_split_sentences(opening)[skip:]).lstrip()
+
+    def _said_then_answered(self, tokens: Sequence[str], final: bool) -> bool | None:
+        """An opening that says the message (or its words) back: None once it has added
+        ``COPY_OWN`` words of its own, True (an echo) if it ends or reaches ``COPY_HOLD``
+        words before, else False (hold it)."""
+        theirs = {t for m in self._message for t in m}
+        own = [t for t in tokens if t not in theirs and _says_something(t)]
+        if len(own) >= COPY_OWN:
+            return None
+        return bool(final or _span(tokens) >= COPY_HOLD)
 
     def _not_understood(self, flat: str) -> bool:
         """The opening says it does not understand a message of ``MIN_COMPARED`` words or
@@ -1542,7 +1659,7 @@ class ReplyGuard:
             if not verdict:
                 return ""
             self._released = True
-            piece, self._held = self._held, ""
+            piece, self._held = self._without_message_said_first(self._held), ""
         return self._clauses.feed(self._sentences(piece, final=False))
 
     def near_cap(self) -> None:
@@ -1570,7 +1687,7 @@ class ReplyGuard:
             if isinstance(verdict, Rejection):
                 return verdict
             self._released = True
-            rest, self._held = self._held, ""
+            rest, self._held = self._without_message_said_first(self._held), ""
         else:
             rest = ""
         out = self._sentences(rest, final=True)

@@ -48,8 +48,10 @@ _NOT_REMEMBERED_ZH = (
     "我一时想不起来了，你提醒我一下？",
     "这个我记不清了，能再说一遍吗？",
 )
+# Not "a good way to remember to drink more water" (the messages part: "Hmm, I don't
+# remember that one. Remind me?" to it).
 _ASKS_MEMORY = re.compile(
-    r"\b(?:do you |you )?remember\b|\bremind me\b|\bdid i (?:tell|mention|say)\b|"
+    r"\b(?:do you |you )?remember\b(?! to\b)|\bremind me\b|\bdid i (?:tell|mention|say)\b|"
     r"\bwhat(?:'s| is| was) my\b|\bmy \w+(?:'s)? name\b|\bagain\?|记得|记不记得|我.{0,6}叫什么",
     re.IGNORECASE,
 )

@@ -2065,3 +2065,84 @@ def test_cheering_on_a_race_against_an_injury_note_is_a_go_ahead() -> None:
     careful = "你的跟腱还在康复，这次慢慢跑就好，别太拼。"
     shown, rejected = run(ReplyGuard(message, [], health_notes=(note,)), careful, size=2)
     assert rejected is None and shown == careful
+
+
+WATER = "whats a good way to remember to drink more water during the day"
+WEEKEND = "周末想出去走走，附近有什么适合一个人去的地方推荐吗？"
+PARENTS = "第一次去见女朋友的父母，带什么礼物比较好？"
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "shown"),
+    [
+        # Each was rejected as an echo three times over and the turn ended in a stand-in
+        # (bench.reply_quality's messages part, 2026-12-06).
+        (
+            WATER,
+            "To remember to drink more water during the day, try keeping a bottle on your desk.",
+            None,
+        ),
+        (
+            WATER,
+            "A good way to remember to drink more water during the day is to keep a water "
+            "bottle with you and sip from it every hour.",
+            None,
+        ),
+        (WEEKEND, "周末想出去走走，附近可以去公园散步，或者去图书馆看看书。", None),
+        (PARENTS, "第一次见女朋友的父母，可以带一些水果或者茶叶，表达你的心意。", None),
+        # The question asked again as a sentence of its own, then answered: the answer is
+        # shown from where it starts.
+        (
+            "今晚吃什么好？冰箱里只有鸡蛋和西红柿",
+            "今晚吃什么好？冰箱里只有鸡蛋和西红柿。我建议你先做一份简单的炒蛋，很下饭。",
+            "我建议你先做一份简单的炒蛋，很下饭。",
+        ),
+        (
+            "我妈妈喜欢养花，她生日快到了，送什么好呢？",
+            "你的妈妈喜欢养花，她生日快到了，送什么好呢？可以送她一套精致的花盆和园艺工具。",
+            "可以送她一套精致的花盆和园艺工具。",
+        ),
+        (
+            "what should I cook tonight? I have eggs, spinach and some feta",
+            "What should you cook tonight? A frittata! Whisk the eggs, wilt the spinach, "
+            "crumble the feta on top.",
+            "A frittata! Whisk the eggs, wilt the spinach, crumble the feta on top.",
+        ),
+    ],
+)
+@pytest.mark.parametrize("size", [0, 2])
+def test_an_answer_may_open_with_the_words_of_the_question(
+    message: str, reply: str, shown: str | None, size: int
+) -> None:
+    said, rejected = run(ReplyGuard(message), reply, size)
+    assert rejected is None and said == (shown or reply)
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        (WATER, "A good way to remember to drink more water during the day?"),
+        (WEEKEND, WEEKEND),
+        (PARENTS, "第一次见女朋友的父母，带什么礼物好呢？"),
+        ("今晚吃什么好？冰箱里只有鸡蛋和西红柿", "今晚吃什么好呢？冰箱里只有鸡蛋和西红柿啊。"),
+        (
+            "what should I cook tonight? I have eggs, spinach and some feta",
+            "What should you cook tonight? You have eggs, spinach and some feta.",
+        ),
+    ],
+)
+@pytest.mark.parametrize("check_opening", [True, False])
+def test_a_question_said_back_with_nothing_of_its_own_is_still_an_echo(
+    message: str, reply: str, check_opening: bool
+) -> None:
+    shown, rejected = run(ReplyGuard(message, check_opening=check_opening), reply, 2)
+    assert rejected is not None and rejected.reason == "echo" and shown == ""
+
+
+def test_a_copy_of_the_question_is_held_until_it_adds_words_of_its_own() -> None:
+    guard = ReplyGuard(WATER)
+    copy = "A good way to remember to drink more water during the day"
+    assert all(guard.feed(piece) == "" for piece in pieces(copy))  # held, not rejected
+    rest = " is to keep a water bottle with you and sip from it every hour. Easy!"
+    shown = "".join(str(guard.feed(piece)) for piece in pieces(rest)) + str(guard.end())
+    assert shown == copy + rest

@@ -242,7 +242,9 @@ async def test_a_last_echo_to_a_question_says_the_note_that_answers_not_a_health
     for _ in range(3):
         rig.chat.enqueue(list(echo))
     shown, rejected = await reply(rig, message)
-    assert rejected == ["echo", "echo", "echo"]
+    # A question may be said before its answer (``COPY_OWN``): one said back whole is held
+    # to its end, where it has not named the hamster ("forgot"); the last attempt's echo.
+    assert rejected == ["forgot", "forgot", "echo"]
     assert shown == "I do remember what you told me: You have a hamster called Tudou."
 
 
