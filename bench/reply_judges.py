@@ -81,6 +81,12 @@ Definitions:
     new job, a promotion, an exam passed, a win or a birthday and of no loss or trouble
     (``_GOOD_NEWS``, ``_TROUBLE``), and one of the reply's first two sentences says
     "sorry to hear", "sorry for…", "condolences" or "听到…难过/遗憾";
+  - ``deflect``: the reply only asks them to say more or say it again ("抱歉，我刚才走神
+    了。你能再多说一点吗？" to "第一次去见女朋友的父母，带什么礼物比较好？"; "Hmm, I don't
+    remember that one. Remind me?" to "whats a good way to remember to drink more water"):
+    at most two sentences and ``DEFLECT_TOKENS`` tokens, one of them asking to go on or
+    repeat (``_GO_ON``), to a message of ``SUBSTANCE`` content words that does not ask
+    about the past (there, "I don't remember, remind me?" is an honest answer);
   - ``language``: the reply is in another script than the message (English answered in
     Chinese: at least half the reply's tokens CJK; Chinese answered in English: under a
     fifth), unless the message names a language or asks for a translation.
@@ -114,6 +120,7 @@ CLAIM_RUN = 4  # the user's first-person words said back as the companion's own
 SUBSTANCE = 3  # content words (not greetings) a message needs to deserve more than "hi"
 BARE_ECHO = 3  # CJK characters of the message a bare Chinese greeting may repeat (a name)
 VERSE_LINES = 4  # lines a reply needs to be verse
+DEFLECT_TOKENS = 20  # the longest reply that may only ask them to go on
 VERSE_LINE = 14  # tokens a line of verse has at most
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -495,6 +502,26 @@ def wrong_language(reply: str, message: str) -> bool:
     return False
 
 
+# Asking them to go on or to say it again (the judge's own list, not the app's stand-ins).
+_GO_ON = re.compile(
+    r"\btell me (?:a (?:bit|little) )?more\b|\btell me again\b|\bwhat were you saying\b|"
+    r"\bgo on\b|\bsay (?:that|it) again\b|\bremind me\b|\bwhat was it\b|\bkeep going\b|"
+    r"再多说|再说说|接着说|再告诉我|再说一遍|提醒我|再多讲|再跟我说"
+)
+_ASKS_PAST = re.compile(r"\bremember\b(?! to\b)|\bremind me\b|\bdid i (?:tell|say)\b|记得|还记")
+
+
+def deflects(reply: str, message: str) -> bool:
+    """The reply only asks them to go on or repeat (module docstring, ``unanswered``)."""
+    said = tokens(message)
+    if len(content(said)) < SUBSTANCE or _ASKS_PAST.search(_normal(message)):
+        return False
+    parts = sentences(reply)
+    if len(parts) > 2 or len(tokens(reply)) > DEFLECT_TOKENS:
+        return False
+    return any(_GO_ON.search(_normal(part)) for part in parts)
+
+
 def unanswered(reply: str, message: str, *, kind: str = "") -> str | None:
     """Why the reply does not answer the message, or None (module docstring)."""
     if not reply.strip():
@@ -507,6 +534,8 @@ def unanswered(reply: str, message: str, *, kind: str = "") -> str | None:
         return "verse"
     if hands_back(reply, message):
         return "handback"
+    if deflects(reply, message):
+        return "deflect"
     if sympathy_for_good_news(reply, message):
         return "sympathy"
     return None

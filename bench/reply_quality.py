@@ -13,13 +13,13 @@ seed), at the configured temperature and reply cap (``--max-tokens`` overrides t
 The parts:
 
 - ``messages``: the companion-style messages of ``bench/data/reply_quality/messages.json``
-  (first messages, small talk, venting, jokes, stories, poems, advice, statements of fact,
-  a quarter of them in Chinese), each sent as the first turn of a new session, and all of
-  them, in an order shuffled by the seed, as the turns of one ongoing session. The
-  hippocampus is a quiet stand-in (compact contract, no facts), so the replies are judged
-  and not memory formation, and the run is not slowed by it. ``--lang zh`` (or ``en``)
-  sends only the messages in that language, ``--kind news,joke`` only those kinds
-  (``--limit`` then counts those).
+  (first messages, small talk, venting, jokes, stories, poems, advice, requests for ideas,
+  statements of fact, a quarter of them in Chinese), each sent as the first turn of a new
+  session, and all of them, in an order shuffled by the seed, as the turns of one ongoing
+  session. The hippocampus is a quiet stand-in (compact contract, no facts), so the
+  replies are judged and not memory formation, and the run is not slowed by it. ``--lang
+  zh`` (or ``en``) sends only the messages in that language, ``--kind news,joke`` only
+  those kinds (``--limit`` then counts those).
 - ``probes``: the three shared conversations (``bench/data/eval/conversations``) with the
   store filled by the perfect hippocampus (``bench/data/formation_oracle``): the earlier
   sessions are replayed with their scripted replies, then the last session's turns get
@@ -54,7 +54,8 @@ ttft_p50_s=H ttft_max_s=I lag_turns=J unanswered=K`` (one line; rates as fractio
 3 decimals, leaks and contradiction as counts summed over the seeds, ttft from the long
 session when it ran, else from every reply; ``lag_turns`` the max over the long
 sessions, ``-`` when none ran; ``unanswered`` the rate of replies that do not answer the
-message: a bare greeting, the question handed back, unasked verse, another language).
+message: a bare greeting, the question handed back, a request to say more, unasked verse,
+another language).
 ``--out`` writes every reply with its verdict as JSON Lines.
 
 Exit status: 0 when the run completed; 2 for a bad command line, data file or

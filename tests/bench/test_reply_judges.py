@@ -334,6 +334,14 @@ def test_a_plain_you_can_is_a_go_ahead() -> None:
         ("同事请客喝奶茶，我要不要敞开了吃？",
          "The user gets stomach cramps after drinking milk. Should I open up and eat it?",
          "language"),
+        # The app's stand-ins, shown after three rejected attempts (the messages part,
+        # 2026-12-06): a request for advice answered with "say more".
+        ("第一次去见女朋友的父母，带什么礼物比较好？", "抱歉，我刚才走神了。你能再多说一点吗？",
+         "deflect"),
+        ("whats a good way to remember to drink more water during the day",
+         "Hmm, I don't remember that one. Remind me?", "deflect"),
+        ("random question, what's your favourite time of night?",
+         "I want to get this right. Can you tell me a little more?", "deflect"),
     ],
 )  # fmt: skip
 def test_replies_that_do_not_answer(message: str, reply: str, reason: str) -> None:
@@ -364,6 +372,13 @@ def test_replies_that_do_not_answer(message: str, reply: str, reason: str) -> No
         ("怎么说'晚安'用英文？", "Good night! That's how you say 晚安 in English.", ""),
         ("我在上海做UI设计，已经干了三年了",
          "三年的UI设计经验很棒！你最喜欢设计什么样的界面？", "fact"),
+        # Asked about the past, "I don't remember, remind me?" is an honest answer.
+        ("do you remember what my cat is called?", "Hmm, I don't remember that one. Remind me?",
+         ""),
+        ("hmm", "Go on, I'm listening.", ""),  # nothing said yet to answer
+        ("my sister's birthday is next week, what should I get her?",
+         "Tell me a bit more about her: is she into books, plants or food? A cookbook from "
+         "her favourite restaurant is a safe bet if you're stuck.", "suggest"),
         ("", "", ""),
     ],
 )  # fmt: skip
