@@ -21,7 +21,9 @@ the second test even inside a sentence that is otherwise supported.
 
 **Content-free** (:func:`is_content_free`): fewer than two content tokens once greetings,
 thanks, filler and laughter (English and Chinese) are removed: "hi", "Hello there",
-"The user said goodnight", "谢谢你", "哈哈哈".
+"The user said goodnight", "谢谢你", "哈哈哈"; but not a name standing alone ("The user is
+Xiaoman"). What the user said they are in one word ("The user is vegetarian.", "The user
+is a nurse.") is a fact too (:func:`said_of_self`), a feeling or a passing state aside.
 
 Pure: no I/O, never raises for any string.
 """
@@ -34,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from backend.memory.emotions import canonical_emotion
 from backend.memory.hybrid import fold
 from backend.memory.keywords import STOP_WORDS_EN, is_cjk
 
@@ -169,6 +172,37 @@ def is_content_free(text: str) -> bool:
         return False
     greeted = stripped != normalised or bool(_tokens(normalised, _IGNORED) & _PHATIC_WORDS)
     return greeted or not (len(latin) == 1 and latin[0] in proper_names(text))
+
+
+# "The user is vegetarian." / "The user is a nurse.": one content word, and a fact about
+# the user if they said it of themselves (both were rejected as content-free until
+# 2026-12-06). A feeling or a passing state is not one ("The user is tired.").
+_PREDICATE = re.compile(
+    r"^(?:the )?user (?:is|was|is now|became|has become|works as|identifies as) "
+    r"(?P<article>an? )?(?P<word>[a-z][a-z-]+)\.?$"
+)
+_PASSING_TEXT = """tired sleepy hungry thirsty busy bored sick ill awake asleep free late early
+    ready done home away out here there off around online offline sorry okay ok fine well
+    better worse cold hot warm full"""
+_PASSING_STATES = frozenset(_PASSING_TEXT.split())
+
+
+def said_of_self(text: str, user_texts: Iterable[str]) -> bool:
+    """``text`` says in one word what the user is ("The user is vegetarian.", "The user
+    is a nurse.") and the user said so in the first person ("I'm vegetarian", "I am a
+    nurse"; not "hamsters are nocturnal" for "The user is nocturnal.")."""
+    match = _PREDICATE.match(" ".join(text.lower().split()))
+    if match is None or match.group("word") in _PASSING_STATES:
+        return False
+    word = match.group("word")
+    # A noun with its article names what they are; a bare word must not be a feeling.
+    if not match.group("article") and canonical_emotion(word) is not None:
+        return False
+    said = re.compile(
+        rf"\b(?:i'?m|i am|i've become|i have become|i became|i work as|i was)"
+        rf"(?: (?:now|still|actually|also|a|an|fully|strictly))* {re.escape(word)}\b"
+    )
+    return any(said.search(u.lower().replace("’", "'")) for u in user_texts)
 
 
 def proper_names(text: str) -> frozenset[str]:

@@ -4,11 +4,15 @@ The hippocampus model proposes; this module decides, from evidence the model can
 invent (docs/memory-model.md, "The save gate", rule 0):
 
 1. **Content.** Greetings, thanks, filler and other content-free text are rejected
-   (``grounding.is_content_free``), and so are fragments that cannot be read on their own:
+   (``grounding.is_content_free``; what the user said they are in one word stays:
+   "I'm vegetarian" → "The user is vegetarian.", ``grounding.said_of_self``), and so are
+   fragments that cannot be read on their own:
    a pronoun that names no one ("She makes it every autumn."), an "it" that names nothing
    ("The user is pretty nervous about it.") or a phrase that states nothing ("The user's
    happy place."; ``fragments.fragment_reason``). Chat fillers a fact ends with ("The user
-   is Xiaoman btw.") are taken off first (``wording.without_chat_fillers``).
+   is Xiaoman btw.") are taken off first (``wording.without_chat_fillers``). So is what
+   the user only has at hand ("The user has eggs, spinach and some feta.":
+   ``at_hand``), which is no fact about them.
 2. **Grounding and subject.** The subject comes from who said it, never from the model's
    label: a candidate supported by the user's statements (``grounding.grounding``: enough
    of its content, and every number and name; a question states nothing: "Can I run on
@@ -50,6 +54,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from backend.memory.at_hand import at_hand
 from backend.memory.compound import facts_of
 from backend.memory.emotions import canonical_emotion
 from backend.memory.fragments import fragment_reason
@@ -57,6 +62,7 @@ from backend.memory.grounding import (
     Grounding,
     grounding,
     is_content_free,
+    said_of_self,
     specifics,
 )
 from backend.memory.subjects import (
@@ -197,7 +203,7 @@ def screen_one(
 ) -> Screened:
     """Rules 1-4 of the module docstring for one candidate."""
     content = without_chat_fillers(candidate.content.strip())
-    if is_content_free(content):
+    if is_content_free(content) and not said_of_self(content, evidence.user):
         return Screened(candidate, "content-free: a greeting, thanks or filler")
     referent = None
     if candidate.named and candidate.subject != "persona":  # the hippocampus named it
@@ -215,6 +221,8 @@ def screen_one(
     fragment = fragment_reason(content if resolved is None else resolved.content)
     if fragment is not None:
         return Screened(candidate, f"a fragment: {fragment}")
+    if at_hand(content):
+        return Screened(candidate, "passing: only what the user has at hand (groceries)")
     by_user = grounding(content, evidence.user, questions=False)
     if by_user.ok(min_support):
         subject = "user"

@@ -305,3 +305,14 @@ def test_the_name_is_the_first_one_given_and_a_first_person_compound_is_cut() ->
         "The user is Tess, 36.",
         "The user sits at a desk all day as a software tester.",
     ]
+
+
+def test_what_the_user_said_they_are_in_one_word_is_a_fact() -> None:
+    # "The user is vegetarian." and "The user is a nurse." were rejected as content-free.
+    said = Evidence(user=("I'm vegetarian btw, and I am a nurse on nights",))
+    for content in ("The user is vegetarian.", "The user is a nurse."):
+        assert screen_one(fact(content), said).rejected is None, content
+    # ... not a feeling or a passing state, nor a word the user said of something else.
+    tired = Evidence(user=("I'm tired, long shift",))
+    assert screen_one(fact("The user is tired."), tired).rejected is not None
+    assert screen_one(fact("The user is nocturnal."), EVIDENCE).rejected is not None
