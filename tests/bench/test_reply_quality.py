@@ -162,7 +162,11 @@ def test_every_part_runs_and_the_judges_count_what_reaches_the_user(
     bare = [r for r in replies if "unanswered:bare" in r["faults"]]
     assert {r["message"] for r in bare} == {"hey, I'm Priya. long day."} and len(bare) == 4
     assert all(r["guard_retries"] == ["bare", "bare"] for r in bare)
-    assert float(last["unanswered"]) == pytest.approx(4 / len(replies), abs=1e-3)
+    # The stand-ins the joke and the venting got ask them to go on: unanswered too, and so
+    # is the scripted chat's "Tell me more?" to everything else.
+    assert all("unanswered:deflect" in r["faults"] for r in (*joke, *vent))
+    unanswered = [r for r in replies if any(f.startswith("unanswered") for f in r["faults"])]
+    assert float(last["unanswered"]) == pytest.approx(len(unanswered) / len(replies), abs=1e-3)
     # The go-ahead to the peanut curry, without a word of the allergy, never reaches the
     # user: every attempt gives it, so the app says the note back instead.
     assert int(last["contradiction"]) == 0
