@@ -105,7 +105,7 @@ ECHO_START_WORDS = 3  # ... from within its first this many words ("Yes, the par
 # only when the opening adds fewer than ``COPY_OWN`` words of its own (content words the
 # message lacks; a CJK character is one) by the time it ends or reaches ``COPY_HOLD`` words;
 # a first sentence that only says the message back is left out once the answer follows.
-COPY_OWN = 3
+COPY_OWN = 2
 COPY_HOLD = 3 * HOLD_TOKENS
 # A first sentence this much of which is runs of at least ``RESTATED_RUN`` of the
 # message's tokens says the message back with a word changed: "我奶奶今年八十岁了，身体还挺
@@ -1037,7 +1037,9 @@ class ReplyGuard:
     """One attempt's stream: ``feed`` each piece and show what it returns; ``end`` at the
     end of the stream. Either may return a ``Rejection`` instead (see module docstring).
     ``check_opening=False`` (the caller's last attempt) only leaves sentences out and,
-    with a health note, still holds the opening for its check. ``session_replies``: the
+    with a health note, still holds the opening for its check. ``retry``: an attempt after
+    a rejected one, whose opening may say the message back before its own words
+    (``COPY_OWN``). ``session_replies``: the
     session's earlier replies the prompt no longer shows, whose sentences are not said
     again either."""
 
@@ -1052,6 +1054,7 @@ class ReplyGuard:
         session_replies: Sequence[str] = (),
         instructions: Sequence[str] = (),
         earlier_messages: Sequence[str] = (),
+        retry: bool = False,
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -1127,9 +1130,16 @@ class ReplyGuard:
         # Sunday…"), or an earlier message turned to "you" ("Your cat is called Pickle").
         before = [words(text) for text in list(earlier_messages)[-SAID_BEFORE:]]
         self._restate = [] if asks else self._message
-        # An answer may open with the words of a question or a request (``COPY_OWN``).
+        # An answer may open with the words of a question or a request (``COPY_OWN``);
+        # so may a retry's, whatever the message: told once not to say it back, the 1.5B
+        # mostly says it again ("周末本来想去爬山" three times over), and the turn ended in
+        # a stand-in (7 of 148 replies, the messages part): a retry's copy is held until
+        # its own words come, and a sentence that only says the message back is left out.
         self._may_restate = (
-            asks or asks_to_make(user_text) or bool(_ASKS_ADVICE.search(_normal(user_text)))
+            retry
+            or asks
+            or asks_to_make(user_text)
+            or bool(_ASKS_ADVICE.search(_normal(user_text)))
         )
         self._said_before = [(seq, "1" in seq) for seq in before if "1" in seq]
         if not asks:
@@ -1457,7 +1467,9 @@ class ReplyGuard:
             if any(_restates(first, m) for m in self._message):
                 # "你的妈妈喜欢养花，她生日快到了，送什么好呢？送她一盆花…": asked again first
                 return self._said_then_answered(tokens, final) if self._may_restate else True
-            return True if self._retold_check and self._retells(first) else None
+            if self._retold_check and self._retells(first):
+                return self._said_then_answered(tokens, final) if self._may_restate else True
+            return None
         # Held from three: "Tom made curry for you, but I can't eat it because I'm allergic
         # to peanuts." was shown from "Tom made curry for", and said the user's words as
         # its own to the end (``_speaks_as_user`` reads the whole sentence).

@@ -1880,10 +1880,11 @@ def test_a_reply_that_is_only_the_users_question_is_an_echo() -> None:
     last = ReplyGuard(message, check_opening=False)
     _, rejected = run(last, "What's your favourite time of night?")
     assert rejected is not None and rejected.reason == "echo"
-    # Asked back after an answer of its own, it is a conversation.
+    # Asked back before an answer of its own: the answer is shown, the question said back
+    # left out (``COPY_OWN``).
     kept = "What's your favourite time of night? Mine is just after midnight, when it's quiet."
     shown, rejected = run(ReplyGuard(message), kept, size=3)
-    assert rejected is None and shown == kept
+    assert rejected is None and shown == "Mine is just after midnight, when it's quiet."
 
 
 def test_the_danger_line_after_other_advice_leads_is_left_out() -> None:
@@ -2146,3 +2147,33 @@ def test_a_copy_of_the_question_is_held_until_it_adds_words_of_its_own() -> None
     rest = " is to keep a water bottle with you and sip from it every hour. Easy!"
     shown = "".join(str(guard.feed(piece)) for piece in pieces(rest)) + str(guard.end())
     assert shown == copy + rest
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "shown"),
+    [
+        (
+            "I had a rough day, my boss yelled at me",
+            "You had a rough day, your boss yelled at you. That must have been really "
+            "frustrating, what set him off?",
+            "That must have been really frustrating, what set him off?",
+        ),
+        # Rejected at "你好！我听到了。周末本来想去爬山，结果" and then "周末本来想去爬山",
+        # and the turn got the stand-in (bench.reply_quality's messages part, 2026-12-06).
+        (
+            "周末本来想去爬山，结果一觉睡到中午哈哈",
+            "周末本来想去爬山，结果一觉睡到中午。睡个懒觉也挺好，下次早点出发就行！",
+            "睡个懒觉也挺好，下次早点出发就行！",
+        ),
+    ],
+)
+def test_a_retry_may_say_the_message_back_before_its_own_words(
+    message: str, reply: str, shown: str
+) -> None:
+    _, first = run(ReplyGuard(message), reply, 2)
+    assert first is not None and first.reason == "echo"  # the first attempt is asked again
+    said, rejected = run(ReplyGuard(message, retry=True), reply, 2)
+    assert rejected is None and said == shown  # the retry: the message said back left out
+    # ... but a retry with nothing of its own is still an echo.
+    _, again = run(ReplyGuard(message, retry=True), message + "。", 2)
+    assert again is not None and again.reason == "echo"
