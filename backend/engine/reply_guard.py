@@ -2032,7 +2032,12 @@ class ReplyGuard:
         # (A question back is a reply of its own: "嗨，小林！你下班回家了吗？")
         asks_back = last.rstrip().endswith(("？", "?"))
         if whole and not asks_back and any(_retells_cjk(tokens, m) for m in self._restate):
-            return "echo"
+            if not self._may_restate:
+                return "echo"
+            # A retry's retelling ("外面很安静，整个楼就我家灯还亮着。"): its own words may follow.
+            every = [t for sentence in said for t in words(sentence)]
+            verdict = self._said_then_answered(every, final)
+            return None if verdict is None else ("echo" if verdict else "")
         # Its own lead may come first ("你的奶奶说你" + the message): held to the opening's
         # usual hold before it is let go.
         return None if whole or len(tokens) >= SAID_AGAIN_CJK_HOLD else ""

@@ -2177,3 +2177,17 @@ def test_a_retry_may_say_the_message_back_before_its_own_words(
     # ... but a retry with nothing of its own is still an echo.
     _, again = run(ReplyGuard(message, retry=True), message + "。", 2)
     assert again is not None and again.reason == "echo"
+
+
+def test_a_retrys_chinese_retelling_waits_for_its_own_words() -> None:
+    # The messages part: the retry "外面很安静，整栋楼好像只有一盏灯亮着。" was rejected at
+    # its end, and the turn got the stand-in.
+    message = "外面好安静啊，整栋楼好像就我家灯还亮着"
+    retold = "外面很安静，整栋楼好像只有你家灯亮着。"
+    reply = retold + "这么晚了还没睡，是在忙工作吗？"
+    said, rejected = run(ReplyGuard(message, retry=True), reply, 2)
+    assert rejected is None and said == reply  # said back in its own words, then its own
+    _, rejected = run(ReplyGuard(message, retry=True), retold, 2)
+    assert rejected is not None and rejected.reason == "echo"
+    _, rejected = run(ReplyGuard(message), retold + "这么晚了还没睡，是在忙工作吗？", 2)
+    assert rejected is not None and rejected.reason == "echo"  # the first attempt: asked again
