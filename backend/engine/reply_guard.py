@@ -823,8 +823,11 @@ def _starts_with(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
 
 
 def _says_something(token: str) -> bool:
-    """A word of content: a CJK character that is not a particle or the like, or a word of
+    """A word of content: a number ("Your speaking score in the last mock test was 6.0."
+    answers its question), a CJK character that is not a particle or the like, or a word of
     three letters or more that is no stop word (not a folded pronoun)."""
+    if any(ch.isdigit() for ch in token):
+        return True
     if _is_cjk(token):
         return token not in _CJK_LIGHT
     return len(token) > 2 and token not in STOP_WORDS_EN

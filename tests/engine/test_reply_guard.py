@@ -2191,3 +2191,12 @@ def test_a_retrys_chinese_retelling_waits_for_its_own_words() -> None:
     assert rejected is not None and rejected.reason == "echo"
     _, rejected = run(ReplyGuard(message), retold + "这么晚了还没睡，是在忙工作吗？", 2)
     assert rejected is not None and rejected.reason == "echo"  # the first attempt: asked again
+
+
+def test_a_number_is_words_of_its_own_after_the_question_said_again() -> None:
+    # The probe sessions: rejected as an echo, the turn then ran out of time.
+    message = "what was my speaking score in the last mock test?"
+    reply = "Your speaking score in the last mock test was 6.0."
+    guard = ReplyGuard(message, answer_notes=["The user's speaking score was 6.0."])
+    shown, rejected = run(guard, reply, 3)
+    assert rejected is None and shown == reply
