@@ -85,7 +85,8 @@ Definitions:
     了。你能再多说一点吗？" to "第一次去见女朋友的父母，带什么礼物比较好？"; "Hmm, I don't
     remember that one. Remind me?" to "whats a good way to remember to drink more water"):
     at most two sentences and ``DEFLECT_TOKENS`` tokens, one of them asking to go on or
-    repeat (``_GO_ON``), to a message of ``SUBSTANCE`` content words that does not ask
+    repeat (``_GO_ON``; "Can you tell me more about the situation?" asks about what they
+    said), to a message of ``SUBSTANCE`` content words that does not ask
     about the past (there, "I don't remember, remind me?" is an honest answer);
   - ``language``: the reply is in another script than the message (English answered in
     Chinese: at least half the reply's tokens CJK; Chinese answered in English: under a
@@ -504,7 +505,7 @@ def wrong_language(reply: str, message: str) -> bool:
 
 # Asking them to go on or to say it again (the judge's own list, not the app's stand-ins).
 _GO_ON = re.compile(
-    r"\btell me (?:a (?:bit|little) )?more\b|\btell me again\b|\bwhat were you saying\b|"
+    r"\btell me (?:a (?:bit|little) )?more\b(?! about)|\btell me again\b|\bwhat were you saying\b|"
     r"\bgo on\b|\bsay (?:that|it) again\b|\bremind me\b|\bwhat was it\b|\bkeep going\b|"
     r"再多说|再说说|接着说|再告诉我|再说一遍|提醒我|再多讲|再跟我说"
 )

@@ -1040,9 +1040,7 @@ class ReplyGuard:
     """One attempt's stream: ``feed`` each piece and show what it returns; ``end`` at the
     end of the stream. Either may return a ``Rejection`` instead (see module docstring).
     ``check_opening=False`` (the caller's last attempt) only leaves sentences out and,
-    with a health note, still holds the opening for its check. ``retry``: an attempt after
-    a rejected one, whose opening may say the message back before its own words
-    (``COPY_OWN``). ``session_replies``: the
+    with a health note, still holds the opening for its check. ``session_replies``: the
     session's earlier replies the prompt no longer shows, whose sentences are not said
     again either."""
 
@@ -1057,7 +1055,6 @@ class ReplyGuard:
         session_replies: Sequence[str] = (),
         instructions: Sequence[str] = (),
         earlier_messages: Sequence[str] = (),
-        retry: bool = False,
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -1133,16 +1130,12 @@ class ReplyGuard:
         # Sunday…"), or an earlier message turned to "you" ("Your cat is called Pickle").
         before = [words(text) for text in list(earlier_messages)[-SAID_BEFORE:]]
         self._restate = [] if asks else self._message
-        # An answer may open with the words of a question or a request (``COPY_OWN``);
-        # so may a retry's, whatever the message: told once not to say it back, the 1.5B
-        # mostly says it again ("周末本来想去爬山" three times over), and the turn ended in
-        # a stand-in (7 of 148 replies, the messages part): a retry's copy is held until
-        # its own words come, and a sentence that only says the message back is left out.
+        # An answer may open with the words of a question or a request (``COPY_OWN``).
+        # Not a retry's to a statement: held for its own words, the retries of Chinese
+        # statements passed the deadline with nothing shown and got the stand-in (7 turns
+        # of 148 against 3, the messages part, docs/benchmarks.md).
         self._may_restate = (
-            retry
-            or asks
-            or asks_to_make(user_text)
-            or bool(_ASKS_ADVICE.search(_normal(user_text)))
+            asks or asks_to_make(user_text) or bool(_ASKS_ADVICE.search(_normal(user_text)))
         )
         self._said_before = [(seq, "1" in seq) for seq in before if "1" in seq]
         if not asks:
@@ -2037,7 +2030,7 @@ class ReplyGuard:
         if whole and not asks_back and any(_retells_cjk(tokens, m) for m in self._restate):
             if not self._may_restate:
                 return "echo"
-            # A retry's retelling ("外面很安静，整个楼就我家灯还亮着。"): its own words may follow.
+            # A retelling of a question: its answer may follow.
             every = [t for sentence in said for t in words(sentence)]
             verdict = self._said_then_answered(every, final)
             return None if verdict is None else ("echo" if verdict else "")

@@ -381,7 +381,6 @@ class Turn:
                     session_replies=self.session_replies,
                     earlier_messages=said_before,
                     instructions=(self.persona.system_prompt, *INSTRUCTIONS),
-                    retry=attempt > 0,
                 )
                 if on
                 else None

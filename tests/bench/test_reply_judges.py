@@ -376,6 +376,9 @@ def test_replies_that_do_not_answer(message: str, reply: str, reason: str) -> No
         ("do you remember what my cat is called?", "Hmm, I don't remember that one. Remind me?",
          ""),
         ("hmm", "Go on, I'm listening.", ""),  # nothing said yet to answer
+        ("I had a rough day, my boss yelled at me",
+         "It sounds like you had a tough day at work. Can you tell me more about the "
+         "situation?", "venting"),
         ("my sister's birthday is next week, what should I get her?",
          "Tell me a bit more about her: is she into books, plants or food? A cookbook from "
          "her favourite restaurant is a safe bet if you're stuck.", "suggest"),

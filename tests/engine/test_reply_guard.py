@@ -2149,50 +2149,6 @@ def test_a_copy_of_the_question_is_held_until_it_adds_words_of_its_own() -> None
     assert shown == copy + rest
 
 
-@pytest.mark.parametrize(
-    ("message", "reply", "shown"),
-    [
-        (
-            "I had a rough day, my boss yelled at me",
-            "You had a rough day, your boss yelled at you. That must have been really "
-            "frustrating, what set him off?",
-            "That must have been really frustrating, what set him off?",
-        ),
-        # Rejected at "你好！我听到了。周末本来想去爬山，结果" and then "周末本来想去爬山",
-        # and the turn got the stand-in (bench.reply_quality's messages part, 2026-12-06).
-        (
-            "周末本来想去爬山，结果一觉睡到中午哈哈",
-            "周末本来想去爬山，结果一觉睡到中午。睡个懒觉也挺好，下次早点出发就行！",
-            "睡个懒觉也挺好，下次早点出发就行！",
-        ),
-    ],
-)
-def test_a_retry_may_say_the_message_back_before_its_own_words(
-    message: str, reply: str, shown: str
-) -> None:
-    _, first = run(ReplyGuard(message), reply, 2)
-    assert first is not None and first.reason == "echo"  # the first attempt is asked again
-    said, rejected = run(ReplyGuard(message, retry=True), reply, 2)
-    assert rejected is None and said == shown  # the retry: the message said back left out
-    # ... but a retry with nothing of its own is still an echo.
-    _, again = run(ReplyGuard(message, retry=True), message + "。", 2)
-    assert again is not None and again.reason == "echo"
-
-
-def test_a_retrys_chinese_retelling_waits_for_its_own_words() -> None:
-    # The messages part: the retry "外面很安静，整栋楼好像只有一盏灯亮着。" was rejected at
-    # its end, and the turn got the stand-in.
-    message = "外面好安静啊，整栋楼好像就我家灯还亮着"
-    retold = "外面很安静，整栋楼好像只有你家灯亮着。"
-    reply = retold + "这么晚了还没睡，是在忙工作吗？"
-    said, rejected = run(ReplyGuard(message, retry=True), reply, 2)
-    assert rejected is None and said == reply  # said back in its own words, then its own
-    _, rejected = run(ReplyGuard(message, retry=True), retold, 2)
-    assert rejected is not None and rejected.reason == "echo"
-    _, rejected = run(ReplyGuard(message), retold + "这么晚了还没睡，是在忙工作吗？", 2)
-    assert rejected is not None and rejected.reason == "echo"  # the first attempt: asked again
-
-
 def test_a_number_is_words_of_its_own_after_the_question_said_again() -> None:
     # The probe sessions: rejected as an echo, the turn then ran out of time.
     message = "what was my speaking score in the last mock test?"
