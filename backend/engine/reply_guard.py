@@ -2030,7 +2030,7 @@ class ReplyGuard:
         if whole and not asks_back and any(_retells_cjk(tokens, m) for m in self._restate):
             if not self._may_restate:
                 return "echo"
-            # A retelling of a question: its answer may follow.
+            # A retelling of a request for advice ("怎么才能不拖延啊…"): its answer may follow.
             every = [t for sentence in said for t in words(sentence)]
             verdict = self._said_then_answered(every, final)
             return None if verdict is None else ("echo" if verdict else "")
