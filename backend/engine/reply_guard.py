@@ -1117,6 +1117,7 @@ class ReplyGuard:
         # few shrimp", the shellfish note beside it): against the note (``allergen_foods``).
         self._ruled_out = ruled_out(self._health)
         self._message = [message, _mirrored(message)] if len(message) >= MIN_COMPARED else []
+        self._message_words = {t for m in self._message for t in m}  # for ``_own_words``
         self._said = message  # the user's words, as they said them (for _speaks_as_user)
         # The user's name, as the notes that answer the message give it: "I am Maya." to
         # "who am I?" takes the user's part as much as their own words said back do.
@@ -1516,9 +1517,7 @@ class ReplyGuard:
             ):
                 break
             skip += 1
-        theirs = {t for m in self._message for t in m}
-        rest = words("".join(said[skip:]))
-        return skip, sum(1 for t in rest if t not in theirs and _says_something(t))
+        return skip, self._own_words(words("".join(said[skip:])))
 
     def _said_first(self, opening: str) -> bool:
         """The opening starts with the message said back and its answer has not come yet."""
@@ -1539,11 +1538,13 @@ class ReplyGuard:
         """An opening that says the message (or its words) back: None once it has added
         ``COPY_OWN`` words of its own, True (an echo) if it ends or reaches ``COPY_HOLD``
         words before, else False (hold it)."""
-        theirs = {t for m in self._message for t in m}
-        own = [t for t in tokens if t not in theirs and _says_something(t)]
-        if len(own) >= COPY_OWN:
+        if self._own_words(tokens) >= COPY_OWN:
             return None
         return bool(final or _span(tokens) >= COPY_HOLD)
+
+    def _own_words(self, tokens: Sequence[str]) -> int:
+        """How many of ``tokens`` are content words the message lacks."""
+        return sum(1 for t in tokens if t not in self._message_words and _says_something(t))
 
     def _not_understood(self, flat: str) -> bool:
         """The opening says it does not understand a message of ``MIN_COMPARED`` words or
