@@ -379,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", choices=LOCAL_MODELS, default=DEFAULT_LOCAL_MODEL,
                         help="the offline embedder; default: the app's")  # fmt: skip
     parser.add_argument(
+        "--queries", type=Path, default=None,
+        help="the queries (jsonl, the corpus's query format); default: the corpus's own",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-memory-queries", type=Path, default=NO_MEMORY_QUERIES,
         help="extra queries with nothing to recall (jsonl, the corpus's query format)",
     )  # fmt: skip
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = _jsonl(args.corpus / "memories.jsonl")
-        queries = _jsonl(args.corpus / "queries.jsonl")
+        queries = _jsonl(args.queries or args.corpus / "queries.jsonl")
         if args.no_memory_queries.is_file():
             queries += _jsonl(args.no_memory_queries)
     except (OSError, json.JSONDecodeError) as exc:

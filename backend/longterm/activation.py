@@ -54,6 +54,7 @@ import numpy as np
 from backend.clock import Clock
 from backend.longterm.embedding import TolerantEmbedder
 from backend.longterm.rerank_pace import RerankPace
+from backend.memory.dietary import SEARCH_WORDS, about_food, dietary_kind
 from backend.memory.entities import (
     Entity,
     EntityEdit,
@@ -312,6 +313,19 @@ class ActivationRetriever:
         ]
         return [*pool, *extra]
 
+    def with_dietary(self, ns: Namespace, pool: list[Memory]) -> list[Memory]:
+        """``pool`` and the user's dietary notes the lexical index finds by the diet words
+        (``backend.memory.dietary``), for a message about food: "what should I cook?" has
+        no word of "The user is vegetarian." (one more lexical lookup)."""
+        known = {memory.id for memory in pool}
+        extra = []
+        for memory in self.text_matches(ns, SEARCH_WORDS):
+            live = not memory.is_superseded and memory.importance >= self.policy.min_importance
+            if live and memory.id not in known and dietary_kind(memory) is not None:
+                known.add(memory.id)
+                extra.append(memory)
+        return [*pool, *extra]
+
     def parts(self) -> VectorParts | None:
         """The layout of the embedder's vectors when they hold two parts (``minilm-use``)."""
         split = self.embedder.split_at
@@ -441,6 +455,9 @@ class ActivationRetriever:
                 pool = self.with_profile(ns, pool)
             edits = self.edits(ns)
             pool, query_text, named = self.through_entities(ns, query_text, pool, edits)
+            food = about_food(query_text)
+            if food:
+                pool = self.with_dietary(ns, pool)
         except VectorStoreUnavailable as exc:
             log.warning("long-term store unavailable, activating nothing: %s", exc)
             return Activation(
@@ -477,6 +494,7 @@ class ActivationRetriever:
             reranker=timed,
             parts=parts,
             fill=_of_the_user if profile else None,
+            keep=dietary_kind if food else None,
         )
         done = time.perf_counter()
         degraded = None if query_vector is not None else "no query vector: keywords only"

@@ -47,6 +47,10 @@ DIVERSITY_WINDOW = 4
 # making?" and "The user always mix up went and gone.": cosine 0.10, the best of the
 # tutor demo's five notes; ``own_questions``).
 OWN_QUESTION_KEEP = 3
+# hybrid: at most this many notes a message keeps in mind whatever its words (``keep``:
+# the user's dietary constraints for a message about food, ``backend.memory.dietary``),
+# the best of each kind: a diet, an allergy, a food refused.
+KEEP_IN_MIND = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,66 @@ def held_below_floor(
     if memory.category != "health" or memory.importance < salient_min_importance:
         return False
     return memory.last_accessed >= now - timedelta(days=salient_days)
+
+
+# ``retrieve``'s ``keep``: a note's kind to keep in mind, as (weight, key): the kinds of
+# the least weight first (``backend.memory.dietary.dietary_kind``), or None.
+KeepInMind = Callable[[Memory], tuple[int, str] | None]
+
+
+def _key(keep: KeepInMind | None, memory: Memory) -> str | None:
+    kind = keep(memory) if keep is not None else None
+    return None if kind is None else kind[1]
+
+
+def _in_mind(ranked: Sequence[ScoredMemory], keep: KeepInMind | None) -> set[str]:
+    """The ids of the best-scored note of each kind ``keep`` names, the kinds of least
+    weight first (a kind weighs what its weightiest note does), up to ``KEEP_IN_MIND``."""
+    if keep is None:
+        return set()
+    best: dict[str, tuple[int, int, str]] = {}  # key -> (weight, first rank, id)
+    for rank, item in enumerate(ranked):
+        kind = keep(item.memory)
+        if kind is None:
+            continue
+        weight, key = kind
+        seen = best.get(key)
+        if seen is None:
+            best[key] = (weight, rank, item.memory.id)
+        elif weight < seen[0]:
+            best[key] = (weight, seen[1], seen[2])
+    chosen = sorted(best.values())[:KEEP_IN_MIND]
+    return {memory_id for _, _, memory_id in chosen}
+
+
+def _kept_in_mind(
+    chosen: Sequence[ScoredMemory],
+    minded: Sequence[ScoredMemory],
+    keep: KeepInMind | None,
+    k: int,
+    evidence: Mapping[str, float],
+    position: Mapping[str, int],
+    protected: Collection[str],
+) -> tuple[ScoredMemory, ...]:
+    """``chosen`` with each of ``minded`` (best first) whose kind none of them states yet:
+    in a free place, or in the place of the chosen note the message speaks for least
+    (``evidence``), never one of ``minded`` nor of ``protected``. Score order kept."""
+    items = list(chosen)
+    kinds = {kind for item in items if (kind := _key(keep, item.memory))}
+    for note in minded:
+        kind = _key(keep, note.memory)
+        if kind is None or kind in kinds or any(i.memory.id == note.memory.id for i in items):
+            continue
+        if len(items) >= k:
+            others = [
+                i for i in items if i.memory.id not in protected and _key(keep, i.memory) is None
+            ]
+            if not others:
+                break
+            items.remove(min(others, key=lambda i: evidence.get(i.memory.id, 0.0)))
+        items.append(note)
+        kinds.add(kind)
+    return tuple(sorted(items, key=lambda i: position.get(i.memory.id, len(position))))
 
 
 def _filled(
@@ -239,6 +303,7 @@ def retrieve(
     reranker: Reranker | None = None,
     parts: VectorParts | None = None,
     fill: Callable[[Memory], bool] | None = None,
+    keep: KeepInMind | None = None,
 ) -> Retrieval:
     """Score ``pool`` (superseded memories dropped), diversify with GIST, return score order.
 
@@ -253,7 +318,10 @@ def retrieve(
     memories below the hybrid relevance floor that may take the slots the message's own
     notes leave (a question about the user as a whole: every note of theirs,
     ``own_questions.asks_for_profile``), best first, restatements left out; held, like
-    ``held``'s. ``None``: none.
+    ``held``'s. ``None``: none. ``keep``: the kind of note the message keeps in mind
+    whatever its words (a dietary constraint for a message about food), or ``None``;
+    the best-scored note of each kind, up to ``KEEP_IN_MIND``, clears the floor and takes
+    a place in the result (the hybrid mode only). ``None``: none.
     """
     live = [memory for memory in pool if not memory.is_superseded]
     if policy.mode == "hybrid":
@@ -270,6 +338,7 @@ def retrieve(
             reranker=reranker,
             parts=parts,
             fill=fill,
+            keep=keep,
         )
     ranked = score_pool(
         live,
@@ -303,6 +372,7 @@ def _retrieve_hybrid(
     reranker: Reranker | None,
     parts: VectorParts | None,
     fill: Callable[[Memory], bool] | None = None,
+    keep: KeepInMind | None = None,
 ) -> Retrieval:
     weights = policy.hybrid
     ranked = score_hybrid(
@@ -322,12 +392,14 @@ def _retrieve_hybrid(
     # A question about the user asks for what is known of them: its best few candidates
     # pass the floor on any evidence at all (``own_questions``).
     keep_best = OWN_QUESTION_KEEP if asks_about_user(query_text) else 0
+    in_mind = _in_mind(ranked, keep)
     if policy.min_relevance > 0:
         kept_ranked = []
         for rank, item in enumerate(ranked):
             said = relevance_evidence(item.score, trust, weights)
             best = rank < keep_best and said > 0  # some evidence, if little
-            if said >= policy.min_relevance or item.memory.id in spoken_for or best:
+            cleared = item.memory.id in spoken_for or item.memory.id in in_mind
+            if said >= policy.min_relevance or cleared or best:
                 kept_ranked.append(item)
             elif held is not None and held(item.memory):
                 kept_ranked.append(item)
@@ -374,6 +446,22 @@ def _retrieve_hybrid(
         result = diversify_around(
             survivors, vouched, k=policy.k, lam=policy.lam, eps=policy.eps, distances=distances
         )
+    if in_mind:
+        evidence = {
+            item.memory.id: relevance_evidence(item.score, trust, weights) for item in ranked
+        }
+        minded = [item for item in ranked if item.memory.id in in_mind]
+        position = {item.memory.id: i for i, item in enumerate(ranked)}
+        # Never in the place of a note the cross-encoder vouched for, one the message
+        # names through a relation, or a held one (a pinned note, a health note).
+        protected = {*spoken_for, *held_ids}
+        protected.update(
+            item.memory.id
+            for item in result.items
+            if item.score.rerank is not None and item.score.rerank >= policy.rerank_keep
+        )
+        items = _kept_in_mind(result.items, minded, keep, policy.k, evidence, position, protected)
+        result = replace(result, items=items)
     if fillers and len(result.items) < policy.k:
         items = _filled(result.items, fillers, policy, stats, parts)
         held_ids.update(item.memory.id for item in items[len(result.items) :])

@@ -4,8 +4,10 @@ Runs the bench once (in-memory store, the real local embedder) and checks its la
 ``recall@8=<x> redundancy=<y> stale=<z> junk=<j>``, against the targets.
 
 Recall: the target is 0.90, but with the local MiniLM embedder the best ranking we found
-reaches about 0.86 even with a perfect (oracle) topic de-duplication, and 0.84 as shipped
-(docs/memory-model.md, "Hybrid mode", explains the ceiling). The test pins what is
+reached about 0.86 even with a perfect (oracle) topic de-duplication; 0.877 is shipped
+since a message about food keeps the user's dietary notes in mind (docs/memory-model.md,
+"Hybrid mode", explains the ceiling; docs/benchmarks.md, "Dietary notes for a message
+about food"). The test pins what is
 reached (a regression guard) and keeps the 0.90 target as an expected failure: when it
 starts passing, ``xfail_strict`` turns it red so the guard gets raised.
 """
@@ -26,7 +28,9 @@ LAST_LINE = re.compile(
     r"stale=(?P<stale>[0-9.]+) junk=(?P<junk>[0-9.]+)$"
 )
 RECALL_TARGET = 0.90
-RECALL_REACHED = 0.84  # 0.845 measured (minilm-use); a small margin for runtime rounding
+# 0.877 measured (minilm-use, a message about food keeping the dietary notes in mind;
+# 0.845 before); a small margin for runtime rounding.
+RECALL_REACHED = 0.87
 # The crosslingual and Chinese slices with the default two-part embedder (minilm-use):
 # 0.833 and 0.936 measured, 0.400 and 0.821 with MiniLM alone (issue 27: >= 0.80).
 CROSSLINGUAL_REACHED = 0.80
@@ -102,3 +106,18 @@ def test_the_relevance_floor_trims_what_is_not_needed_and_costs_no_recall(
     # floor, 3.7 with it (held health notes and CJK character matches are most of them).
     assert float(match["on"]) <= 4.5 < float(match["off"])
     assert float(match["irr_on"]) < float(match["irr_off"])
+
+
+def test_a_message_about_food_recalls_what_the_user_does_not_eat() -> None:
+    # Eight food messages written after the rule (bench/data/README.md): the diet, the
+    # peanut allergy and the coriander refused, 0.625 without it, 0.958 with it.
+    queries = Path(retrieval_quality.__file__).parent / "data" / "food_queries.jsonl"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = retrieval_quality.main([
+            "--queries", str(queries),
+            "--no-memory-queries", "/nonexistent", "--store", "memory",
+        ])  # fmt: skip
+    assert code == 0
+    match = LAST_LINE.match(out.getvalue().strip().splitlines()[-1])
+    assert match and float(match["recall"]) >= 0.9

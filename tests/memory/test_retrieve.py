@@ -5,8 +5,10 @@ import functools
 
 import numpy as np
 
+from backend.memory.dietary import dietary_kind
 from backend.memory.hybrid import score_hybrid
 from backend.memory.retrieve import (
+    KEEP_IN_MIND,
     OWN_QUESTION_KEEP,
     Retrieval,
     diversify,
@@ -335,3 +337,54 @@ def test_what_the_message_names_through_a_relation_clears_the_floor() -> None:
     # One memory left: returned as it is, not "degraded" for want of a second vector.
     assert [item.memory.id for item in named.items] == ["wedding"]
     assert named.degraded is None and named.held == ()
+
+
+def test_a_message_about_food_keeps_the_best_note_of_each_dietary_constraint() -> None:
+    # "I'm having friends over for dinner, what should I cook?": eight notes about the
+    # friends and the dinner speak for themselves; the diet and the peanut allergy share
+    # no word with it and sit below the floor, each stated twice.
+    axes = np.eye(16)
+    query = axes[0]
+    friends = ["Ana paints", "Ben cycles", "Cleo sings", "Dev surfs", "Eli knits",
+               "Fay rows", "Gus skates", "Hana bakes"]  # fmt: skip
+    talk = [
+        memory(f"t{i}", f"The user's friend {text}",
+               vector=unit_towards(query, axes[i + 1], 0.6 - 0.02 * i))
+        for i, text in enumerate(friends)
+    ]  # fmt: skip
+    weakest = talk[-1].id
+    diet = [
+        memory("veg", "The user is vegetarian.", vector=unit_towards(query, axes[10], 0.12),
+               importance=0.7),
+        memory("veg2", "The user doesn't eat meat or fish.",
+               vector=unit_towards(query, axes[11], 0.10), importance=0.6),
+        memory("nut", "The user is allergic to peanuts.",
+               vector=unit_towards(query, axes[12], 0.05), importance=0.9),
+        memory("nut2", "The user always checks menus for peanuts because of her allergy.",
+               vector=unit_towards(query, axes[13], 0.02), importance=0.9),
+        memory("cats", "The user is allergic to cats.",
+               vector=unit_towards(query, axes[14], 0.11), importance=0.9),
+        # Two foods refused, each better-scored than the diet: only the best of them
+        # takes the third place, after the diet and the allergy.
+        memory("wine", "The user avoids red wine.", vector=unit_towards(query, axes[15], 0.25),
+               importance=0.8),
+        memory("cil", "The user hates cilantro.", vector=unit_towards(query, axes[9], 0.2),
+               importance=0.8),
+    ]  # fmt: skip
+    policy = RetrievalPolicy(k=8, mode="hybrid", min_relevance=0.3)
+
+    def recall(keep: object) -> list[str]:
+        result = retrieve(
+            [*talk, *diet], now=NOW, query_text="what should I cook for my friends?",
+            query_vector=query, target_emotion=None, policy=policy, keep=keep,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return [item.memory.id for item in result.items]
+
+    assert recall(None) == [t.id for t in talk]
+    kept = recall(dietary_kind)
+    # One note of each constraint, in the places of the notes the message speaks for
+    # least; the cat allergy is no dietary note.
+    assert KEEP_IN_MIND == 3
+    assert {"veg", "nut", "wine"} <= set(kept)
+    assert not {"veg2", "nut2", "cats", "cil"} & set(kept)
+    assert len(kept) == 8 and weakest not in kept and talk[0].id in kept

@@ -453,3 +453,21 @@ def test_the_profile_reads_beyond_the_recent_salient_memories() -> None:
     stored = list(ltm.store.iter_all(NS))
     ltm.store.upsert(NS, [replace(m, last_accessed=long_ago) for m in stored])
     assert len(ltm.activate(NS, "who am I?").memories) == 6  # not just one ANN neighbour
+
+
+@pytest.mark.parametrize("lexical_pool", [50, 0])
+def test_a_message_about_food_recalls_what_the_user_does_not_eat(lexical_pool: int) -> None:
+    ltm = _hybrid(pool=1, lexical_pool=lexical_pool)  # importance 0.6: below the salient bar
+    ltm.write(NS, [fact("The user is vegetarian", importance=0.6, category="preference")])
+    ltm.write(NS, [fact("Ana and Ben are coming over on Saturday", importance=0.6)])
+    ltm.write(NS, [fact("The user likes morning walks in the park", importance=0.6)])
+
+    def recalled(query: str) -> list[str]:
+        return [m.content for m in ltm.activate(NS, query).memories]
+
+    # No word of the note, and the one ANN neighbour is the visit: found by the diet words.
+    cooking = recalled("what should I cook for Ana and Ben on Saturday?")
+    assert "The user is vegetarian" in cooking
+    assert "Ana and Ben are coming over on Saturday" in cooking
+    # A message about something else does not reach it.
+    assert "The user is vegetarian" not in recalled("are Ana and Ben coming on Saturday?")
