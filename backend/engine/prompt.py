@@ -25,6 +25,7 @@ from typing import Any
 
 from backend.engine.stand_ins import is_stand_in
 from backend.hippocampus import SessionMemoryState
+from backend.memory.dietary import dietary_kind
 from backend.memory.entities import RELATIONS
 from backend.memory.types import Memory
 
@@ -52,14 +53,19 @@ MEMORY_PREAMBLE = (
 # message far more often than one in a long system prompt (bench.reply_quality's safety
 # probes, docs/benchmarks.md "Reply quality").
 HEALTH_RULE = (
-    "A note above is about the user's health. Do not suggest anything that goes against it "
-    "(a food they must avoid, exercise that strains an injury); if their plan touches it, "
-    "remind them of it kindly."
+    "A note above is about the user's health or diet. Do not suggest anything that goes "
+    "against it (a food they must avoid or do not eat, exercise that strains an injury); if "
+    "their plan touches it, remind them of it kindly."
 )
 
 
 def is_health_note(memory: Memory) -> bool:
-    return memory.category == "health"
+    """A note about the user's health, or one that says what they do not eat (a diet, a
+    food refused: ``memory.dietary``): the app's rule goes with both, and the reply guard
+    holds a suggestion against either ("Pork belly or chicken with rice" to a pescatarian
+    asking what to cook, with the note recalled: docs/benchmarks.md, "Dietary notes for a
+    message about food")."""
+    return memory.category == "health" or dietary_kind(memory) is not None
 
 
 # A continuation is asked for in words: neither llama.cpp's chat completion nor OpenAI's
@@ -251,14 +257,15 @@ def noted_when(created_at: datetime, now: datetime) -> str:
 
 
 def note_line(memory: Memory, now: datetime | None = None) -> str:
-    """One recalled note: when it was noted, and "health" for a health note (the app's
-    rule points at it). An ISO date and the category cost ~15 of Qwen's tokens a note
+    """One recalled note: when it was noted, and "health" or "diet" for a health note (the
+    app's rule points at it). An ISO date and the category cost ~15 of Qwen's tokens a note
     (every digit is one), "(3 weeks ago)" 4-6: ~70 prompt tokens, ~1 s on two cores, in
     a block of eight (docs/benchmarks.md, "Reply quality")."""
     when = noted_when(memory.created_at, now or datetime.now(UTC))
     if memory.subject == "persona":
         return f"- ({when}, about you, the companion) {_neutralise(memory.content)}"
-    tag = f"{when}, health" if is_health_note(memory) else when
+    kind = "health" if memory.category == "health" else "diet"
+    tag = f"{when}, {kind}" if is_health_note(memory) else when
     return f"- ({tag}) {_neutralise(second_person(memory.content))}"
 
 

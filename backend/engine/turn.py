@@ -63,6 +63,7 @@ from backend.engine.turn_types import TurnOutcome, TurnRequest, TurnSettings
 from backend.hippocampus import SessionMemoryState
 from backend.llm.port import ChatModel, ReadAhead
 from backend.longterm.memory import Activation, LongTermMemory, QueryEmbedding
+from backend.memory.dietary import dietary_kind
 from backend.memory.entities import introduce
 from backend.memory.types import Namespace
 from backend.personas import Persona, PersonaRegistry
@@ -421,9 +422,12 @@ class TurnEngine:
                     and m.content.strip()
                     and (before is None or m.seq < before)
                 )[-SESSION_REPLIES:]
-            # The reply guard holds back a go-ahead that ignores one (reply_guard.py).
+            # The reply guard holds back a go-ahead that ignores one (reply_guard.py); a
+            # dietary note restricts by what it is ("The user is pescatarian now").
             turn.health_notes = tuple(
-                m.content for m in notes.memories if is_health_note(m) and restricts(m.content)
+                m.content
+                for m in notes.memories
+                if is_health_note(m) and (restricts(m.content) or dietary_kind(m) is not None)
             )
             turn.answer_notes = tuple(m.content for m in answers)
         except BaseException:

@@ -161,6 +161,18 @@ def test_note_lines_and_the_health_rule() -> None:
     assert plain is not None and HEALTH_RULE not in plain and "Your cat is Tama." in plain
 
 
+def test_a_note_of_what_the_user_does_not_eat_gets_the_rule_too() -> None:
+    # A preference to the hippocampus, a constraint to a dinner plan.
+    diet = memory("The user is pescatarian now: no meat.", category="preference")
+    assert note_line(diet, T) == "- (today, diet) You are pescatarian now: no meat."
+    block = memory_block("", [diet])
+    assert block is not None and block.endswith(HEALTH_RULE)
+    assert "do not eat" in HEALTH_RULE
+    # A taste is not a constraint.
+    spicy = memory("The user loves very spicy food.", category="preference")
+    assert note_line(spicy, T) == "- (today) You love very spicy food."
+
+
 def test_a_brief_block_opens_on_its_tag_but_a_background_gets_the_rules_whole() -> None:
     cat = memory("The user's cat is Tama.", category="relationship")
     brief = memory_block("", [cat], brief=True)

@@ -1606,6 +1606,21 @@ def test_the_guard_says_the_note_instead_of_the_offered_food() -> None:
     assert "crab" not in shown and (rejected is not None or "allergic to shellfish" in shown)
 
 
+def test_a_dish_a_recalled_diet_rules_out_is_not_offered() -> None:
+    # The default install, a long-time user's store: "I'm having Priya and a few friends
+    # over for dinner on Saturday. What should I cook?" with the pescatarian note recalled
+    # (docs/benchmarks.md, "Dietary notes for a message about food").
+    message = "I'm having Priya and a few friends over for dinner on Saturday. What should I cook?"
+    diet = ["The user is pescatarian now: no meat, but fish and seafood are fine."]
+    reply = "Pork belly or chicken with rice, combined with steamed vegetables like broccoli."
+    shown, rejected = run(ReplyGuard(message, health_notes=diet), reply)
+    assert "Pork" not in shown
+    fish = "A big tray of baked salmon with lemon and herbs, with rice and greens."
+    shown, rejected = run(ReplyGuard(message, health_notes=diet), fish)
+    # Shown whole; "should I" asks what to mind, so the note is said after it.
+    assert rejected is None and shown.startswith(fish)
+
+
 def test_sympathy_for_good_news_is_asked_again_or_left_out() -> None:
     # The 1.5B's stock opening, said to an engagement (issue 24).
     message = "my brother Sami just got engaged!"
