@@ -1055,6 +1055,7 @@ class ReplyGuard:
         session_replies: Sequence[str] = (),
         instructions: Sequence[str] = (),
         earlier_messages: Sequence[str] = (),
+        first_attempt: bool = False,
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
         # The recalled notes the message is about, when it asks something: a reply that
@@ -1135,8 +1136,15 @@ class ReplyGuard:
         # Not a retry's to a statement: held for its own words, the retries of Chinese
         # statements passed the deadline with nothing shown and got the stand-in (7 turns
         # of 148 against 3, the messages part, docs/benchmarks.md).
+        # Nor a first attempt's to a Chinese statement: the 1.5B retells "外面好安静啊，整栋楼
+        # 好像就我家灯还亮着" before it answers, each attempt; rejected on the retelling, every
+        # attempt was, and the turn got the stand-in. The first attempt is held for its own
+        # words instead (its retold first sentence left out), the retries as before.
         self._may_restate = (
-            asks or asks_to_make(user_text) or bool(_ASKS_ADVICE.search(_normal(user_text)))
+            asks
+            or asks_to_make(user_text)
+            or bool(_ASKS_ADVICE.search(_normal(user_text)))
+            or (first_attempt and self._retold_check)
         )
         self._said_before = [(seq, "1" in seq) for seq in before if "1" in seq]
         if not asks:

@@ -381,6 +381,7 @@ class Turn:
                     session_replies=self.session_replies,
                     earlier_messages=said_before,
                     instructions=(self.persona.system_prompt, *INSTRUCTIONS),
+                    first_attempt=attempt == 0,
                 )
                 if on
                 else None

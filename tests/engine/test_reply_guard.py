@@ -2171,3 +2171,25 @@ def test_a_number_is_words_of_its_own_after_the_question_said_again() -> None:
     guard = ReplyGuard(message, answer_notes=["The user's speaking score was 6.0."])
     shown, rejected = run(guard, reply, 3)
     assert rejected is None and shown == reply
+
+
+def test_a_first_attempt_may_retell_a_chinese_statement_before_it_answers() -> None:
+    # The 1.5B retells a Chinese statement before it answers, each attempt: rejected on
+    # the retelling, every attempt was, and the turn got the stand-in (bench.reply_quality's
+    # messages part). The first attempt is held for its own words; the retelling is left
+    # out.
+    message = "外面好安静啊，整栋楼好像就我家灯还亮着"
+    reply = "外面确实好安静啊，整栋楼好像就你家灯还亮着。这么晚了还没睡吗？要早点休息哦。"
+    shown, rejected = run(ReplyGuard(message, first_attempt=True), reply)
+    assert rejected is None and shown == "这么晚了还没睡吗？要早点休息哦。"
+    # A retry is held to the rule as before (its time is bounded by the retry deadline).
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
+    # The message said back and nothing more is an echo on any attempt.
+    shown, rejected = run(ReplyGuard(message, first_attempt=True), message + "。")
+    assert shown == "" and rejected is not None and rejected.reason == "echo"
+    # English statements are not retold first: unchanged.
+    english = "I had a rough day, my boss yelled at me"
+    said = "You had a rough day, your boss yelled at you. That sounds awful, what happened?"
+    shown, rejected = run(ReplyGuard(english, first_attempt=True), said)
+    assert rejected is not None and rejected.reason == "echo"

@@ -82,6 +82,16 @@ async def test_an_echo_is_never_shown_even_when_every_attempt_echoes(rig: Rig) -
     assert rejected == ["echo", "echo"] and shown == "I had a feeling you'd say that."
 
 
+async def test_a_chinese_statement_retold_first_is_answered_on_the_first_attempt(
+    rig: Rig,
+) -> None:
+    retold = "外面确实好安静啊，整栋楼好像就你家灯还亮着。这么晚了还没睡吗？早点休息哦。"
+    rig.chat.enqueue(list(retold))  # a character a piece, as the model streams Chinese
+    shown, rejected = await reply(rig, "外面好安静啊，整栋楼好像就我家灯还亮着")
+    assert rejected == [] and len(rig.chat.calls) == 1
+    assert shown == "这么晚了还没睡吗？早点休息哦。"
+
+
 async def test_a_refusal_is_never_shown_even_when_every_attempt_refuses(rig: Rig) -> None:
     refusal = ["I", "'m", " sorry", ",", " but", " I", " cannot", " help", " with", " that",
                " request", "."]  # fmt: skip
