@@ -418,6 +418,14 @@ _RECITES_NOTES = re.compile(r"^\W*(?:recalled notes|notes from earlier chats)|<r
 # ("- (today, health) Your physio told them not to sprint…", after two sentences of an
 # answer: bench.reply_quality's safety probes).
 _MAY_BE_NOTES_LINE = re.compile(r"^\s*(?:<|[-*•]\s*\(|recalled\b)", re.IGNORECASE)
+# ... and a sentence about the prompt's notes by their tags: "Sure! It looks like you've
+# already considered the health notes." (to "Going to try that Yunnan noodle place!", the
+# diet and allergy notes recalled: docs/benchmarks.md, "Dietary notes for a message about
+# food"). Past the opening it is held to its end and left out, an opening that says it is
+# asked again, unless the user's own message speaks of notes. (That reply's opening was
+# released at "…already considered the", before the words came.)
+_NOTES_TALK = re.compile(r"\b(?:health|diet|recalled) notes?\b", re.IGNORECASE)
+_MAY_TALK_OF_NOTES = re.compile(r"\b(?:health|diet|recalled)\W*$", re.IGNORECASE)
 # "The user" in a reply is the prompt's word for the person it talks to: a last attempt
 # said "My apologies, I misunderstood your message. The user is talking about their cat
 # Pickle…" (bench.reply_quality's long session, seed 3). Held to the sentence's end and
@@ -1058,6 +1066,9 @@ class ReplyGuard:
         first_attempt: bool = False,
     ) -> None:
         self._health = [" ".join(note.split()) for note in health_notes if note.strip()]
+        # A sentence about "the health notes" is the prompt's (``_NOTES_TALK``), unless
+        # the user speaks of notes themselves.
+        self._notes_talk = re.search(r"\bnotes?\b", user_text, re.IGNORECASE) is None
         # The recalled notes the message is about, when it asks something: a reply that
         # says it does not know is asked again with them.
         asks = asks_question(user_text)
@@ -1337,7 +1348,11 @@ class ReplyGuard:
             if may_refuse and not final and _span(tokens) < limit:
                 return False
             return self._judge_health(text, flat, said, tokens, final)
-        if _RECITES_NOTES.search(flat) or _MESSAGE_TALK.search(text):
+        if (
+            _RECITES_NOTES.search(flat)
+            or _MESSAGE_TALK.search(text)
+            or (self._notes_talk and _NOTES_TALK.search(text))
+        ):
             return self._reject("recital", text)
         if self._good_news and sympathises(said[0] if said else text):
             return self._reject("sympathy", text)  # "I'm sorry to hear…" to an engagement
@@ -1736,6 +1751,8 @@ class ReplyGuard:
             return True
         if _MESSAGE_TALK.search(sentence):
             return True  # "他们的下一条消息是中文的。": the language lead, said back
+        if self._notes_talk and _NOTES_TALK.search(sentence):
+            return True  # "…you've already considered the health notes."
         if self._calm and _CRISIS_ADVICE.search(_normal(sentence)):
             return True  # the card's danger line, to a message with no danger in it
         if self._shown_any and self._calm and _REFUSAL.search(_normal(sentence)):
@@ -1853,6 +1870,10 @@ class ReplyGuard:
             # say what the companion is, to its end
             or (self._cjk and (len(so_far) < CJK_LEAD or bool(_MAY_SAY_AI.search(fragment))))
             or bool(_MESSAGE_TALK.search(fragment) or _MAY_TALK_OF_MESSAGES.search(fragment))
+            or (
+                self._notes_talk
+                and bool(_NOTES_TALK.search(fragment) or _MAY_TALK_OF_NOTES.search(fragment))
+            )
             or first in (["if"], ["如"])
             or (first == ["1"] and len(self._said) >= 4)
             or bool(_MAY_BE_NOTES_LINE.match(fragment))

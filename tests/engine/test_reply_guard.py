@@ -2193,3 +2193,22 @@ def test_a_first_attempt_may_retell_a_chinese_statement_before_it_answers() -> N
     said = "You had a rough day, your boss yelled at you. That sounds awful, what happened?"
     shown, rejected = run(ReplyGuard(english, first_attempt=True), said)
     assert rejected is not None and rejected.reason == "echo"
+
+
+def test_a_sentence_about_the_prompts_health_notes_is_left_out() -> None:
+    message = "Going to try that Yunnan noodle place in Box Hill everyone's talking about!"
+    reply = (
+        "That sounds fun! Their noodles are meant to be amazing. I bet the broth is great, "
+        "and from your health notes you know to ask for no peanuts. Enjoy!"
+    )
+    shown, rejected = run(ReplyGuard(message), reply)
+    assert rejected is None
+    assert shown == "That sounds fun! Their noodles are meant to be amazing. Enjoy!"
+    # An opening that says it is asked again.
+    said = "Your recalled notes say you love noodles, so enjoy the place!"
+    shown, rejected = run(ReplyGuard(message), said)
+    assert shown == "" and rejected is not None and rejected.reason == "recital"
+    # The user's own notes may be spoken of.
+    own = "I started keeping health notes in a diary"
+    answer = "Keeping health notes is a great habit. What do you write in them?"
+    assert run(ReplyGuard(own), answer) == (answer, None)
