@@ -318,8 +318,18 @@ class ActivationRetriever:
         (``backend.memory.dietary``), for a message about food: "what should I cook?" has
         no word of "The user is vegetarian." (one more lexical lookup)."""
         known = {memory.id for memory in pool}
+        index = self.lexical_ready(ns)
+        if index is None:
+            found = self.text_matches(ns, SEARCH_WORDS)
+        else:  # only the hits the pool lacks (``text_matches`` would fetch the salient too)
+            hits = index.search(
+                ns, lexical_tokens(" ".join(SEARCH_WORDS)), self.policy.lexical_pool,
+                min_importance=self.policy.min_importance,
+            )  # fmt: skip
+            wanted = [memory_id for memory_id, _ in hits if memory_id not in known]
+            found = self.store.get(ns, wanted) if wanted else []
         extra = []
-        for memory in self.text_matches(ns, SEARCH_WORDS):
+        for memory in found:
             live = not memory.is_superseded and memory.importance >= self.policy.min_importance
             if live and memory.id not in known and dietary_kind(memory) is not None:
                 known.add(memory.id)
